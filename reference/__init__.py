@@ -1,0 +1,38 @@
+"""The reference implementation of a Neuron-style ``torch.compile`` backend, on the CPU.
+
+Public names follow the backend reference (``neuron_dynamo_backend``) and the design documents.
+Internals live in subpackages and may move; import from here or from the subpackage ``__init__``.
+"""
+
+__version__ = "0.1.0"
+
+from reference.compile.config import get_model_name, get_rank, set_model_name  # noqa: E402
+from reference.compile.errors import (  # noqa: E402
+    BackendOptionError,
+    CompilerArgumentError,
+    EnvVarError,
+    LoweringError,
+    NEFFCompilationError,
+    NEFFExecutionError,
+    NeuronBackendError,
+    UnsupportedInputError,
+)
+from reference.compile.metrics import NeuronCompilationMetrics, get_dynamo_metrics, reset_dynamo_metrics  # noqa: E402
+
+__all__ = [
+    "__version__",
+    "set_model_name",
+    "get_model_name",
+    "get_rank",
+    "get_dynamo_metrics",
+    "reset_dynamo_metrics",
+    "NeuronCompilationMetrics",
+    "NEFFCompilationError",
+    "NEFFExecutionError",
+    "NeuronBackendError",
+    "LoweringError",
+    "CompilerArgumentError",
+    "UnsupportedInputError",
+    "BackendOptionError",
+    "EnvVarError",
+]

@@ -1,0 +1,1 @@
+"""The compile stack: seams, lowering, compiler driver, runtime, scope, metadata, metrics, env."""

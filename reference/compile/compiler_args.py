@@ -1,0 +1,81 @@
+"""The per-graph compiler-argument scope, and the platform arguments every compile gets.
+
+The scope is the only channel through which a runner gives one graph its own argument list: the
+runner resolves the list (it calls the model's policy), opens ``scoped_compiler_args(args)`` around
+the call that compiles, and every backend seam calls ``apply_scoped_compiler_args(options)`` before
+the platform arguments and before the cache key. The backend never calls model code.
+
+The scope is a ``contextvars.ContextVar``: nested scopes restore the outer value on exit (also on
+an exception), and threads and asyncio tasks each see their own value.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+from typing import Any, Iterator, Mapping, Sequence
+
+from reference.compile import env
+from reference.compile.compiler_driver import DEFAULT_TARGET, TARGETS, parse_compiler_args, split_args
+from reference.compile.errors import BackendOptionError, CompilerArgumentError
+
+_scoped: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar("neuron_scoped_compiler_args", default=None)
+
+
+def _check_list(args: Any, what: str) -> list[str]:
+    if isinstance(args, (str, bytes)) or not isinstance(args, Sequence) or not all(isinstance(a, str) for a in args):
+        raise BackendOptionError(f"{what} must be a list of strings, got {args!r}")
+    return list(args)
+
+
+@contextlib.contextmanager
+def scoped_compiler_args(compiler_args: Sequence[str] | None) -> Iterator[None]:
+    """Compile graphs in this block with ``compiler_args`` (``None``: no override)."""
+    value = None if compiler_args is None else _check_list(compiler_args, "scoped_compiler_args")
+    token = _scoped.set(value)
+    try:
+        yield
+    finally:
+        _scoped.reset(token)
+
+
+def current_scoped_compiler_args() -> list[str] | None:
+    value = _scoped.get()
+    return None if value is None else list(value)
+
+
+def apply_scoped_compiler_args(options: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Options with the scoped list as ``compiler_args``; unchanged (as a dict) with no scope."""
+    options = dict(options or {})
+    scoped = _scoped.get()
+    if scoped is not None:
+        options["compiler_args"] = list(scoped)
+    return options
+
+
+def apply_platform_compiler_args(options: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Append ``NEURON_CC_FLAGS`` and make the target explicit.
+
+    The target comes from ``NEURON_PLATFORM_TARGET_OVERRIDE``, else ``options["target"]``, else the
+    default (``trn2``); a ``--target`` already in the list is kept.
+    """
+    options = dict(options or {})
+    args = split_args(options.get("compiler_args") or [])
+    extra = split_args(env.get(env.CC_FLAGS) or "")
+    args = args + extra
+    try:
+        pairs = parse_compiler_args(args)
+    except CompilerArgumentError as exc:
+        if extra:
+            exc.message += f" (NEURON_CC_FLAGS={env.get(env.CC_FLAGS)!r} is part of the list)"
+        raise
+    if not any(flag == "--target" for flag, _ in pairs):
+        target = env.get(env.PLATFORM_TARGET_OVERRIDE) or options.get("target") or DEFAULT_TARGET
+        if target not in TARGETS:
+            raise BackendOptionError(
+                f"target {target!r} is not known; accepted: {', '.join(TARGETS)} "
+                "(set by NEURON_PLATFORM_TARGET_OVERRIDE or options['target'])"
+            )
+        args = args + ["--target", target]
+    options["compiler_args"] = args
+    return options

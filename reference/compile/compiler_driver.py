@@ -1,0 +1,273 @@
+"""The compiler driver: neuronx-cc-style arguments in, a compiled artifact out.
+
+The reference has no Neuron compiler. It stands one in with IREE: the driver takes the argument
+list a Neuron runner would pass to ``neuronx-cc``, validates it against the flags it knows, maps
+the ones with a CPU meaning onto ``iree-compile`` flags, and runs ``iree-compile`` as a separate
+process (so a compile can be timed, logged, counted and killed like the real one).
+
+Flag mapping (everything else is validated, recorded, and enters the cache key):
+
+==============================  ==========================================================
+neuronx-cc                      iree-compile
+==============================  ==========================================================
+``-O1`` ``-O2`` ``-O3``,         ``--iree-opt-level=O1|O2|O3`` (default ``-O1``, as on Neuron)
+``--optlevel N``
+``--auto-cast matmult|all``      ``--iree-global-opt-demote-contraction-inputs-operations``
+``--auto-cast-type bf16|fp16``   ``--iree-global-opt-demote-contraction-inputs-type``
+``--target trn2|trn3``           recorded only; the code is built for the host CPU
+==============================  ==========================================================
+
+The artifact (the "NEFF" of the seeds) is an IREE VM flatbuffer (``.vmfb``) for the host CPU.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import shlex
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from typing import Iterable, Sequence
+
+from reference.compile.errors import CompilerArgumentError, NEFFCompilationError
+
+DEFAULT_OPTLEVEL = 1
+DEFAULT_TARGET = "trn2"
+TARGETS = ("trn1", "inf2", "trn2", "trn3")
+
+# flag -> accepted values (None: bare flag; (): any non-empty value)
+_VALUED: dict[str, tuple[str, ...]] = {
+    "--target": TARGETS,
+    "--optlevel": ("1", "2", "3"),
+    "--lnc": ("1", "2"),
+    "--logical-nc-config": ("1", "2"),
+    "--model-type": ("generic", "transformer", "unet-inference"),
+    "--auto-cast": ("none", "matmult", "all"),
+    "--auto-cast-type": ("bf16", "fp16", "tf32", "fp8_e4m3"),
+    "--framework": ("XLA",),
+    "--distribution-strategy": ("llm-training",),
+    "--internal-hlo2tensorizer-options": (),
+    "--internal-backend-options": (),
+    "--tensorizer-options": (),
+    "--verbose": ("debug", "info", "warning", "error"),
+}
+_BARE = frozenset(
+    {
+        "--enable-mixed-precision-accumulation",
+        "--enable-saturate-infinity",
+        "--enable-fast-loading-neuron-binaries",
+        "--enable-fast-context-switch",
+        "--disable-internal-io-dge",
+        "--experimental-unsafe-fp8e4m3fn-as-fp8e4m3",
+    }
+)
+_OPT_SHORT = {"-O1": "1", "-O2": "2", "-O3": "3"}
+
+
+def known_flags() -> list[str]:
+    return sorted([*_VALUED, *_BARE, *_OPT_SHORT])
+
+
+def split_args(args: str | Iterable[str] | None) -> list[str]:
+    """Tokenize an argument list given as a string or as a list (whose items may hold spaces)."""
+    if args is None:
+        return []
+    if isinstance(args, str):
+        return shlex.split(args)
+    tokens: list[str] = []
+    for item in args:
+        if not isinstance(item, str):
+            raise CompilerArgumentError(repr(item), "compiler arguments must be strings")
+        tokens.extend(shlex.split(item))
+    return tokens
+
+
+def parse_compiler_args(args: str | Iterable[str] | None) -> list[tuple[str, str | None]]:
+    """Parse an argument list into ``(flag, value)`` pairs, in order.
+
+    ``--flag=value`` and ``--flag value`` give the same pair; ``-O3`` gives ``("-O", "3")`` and so
+    does ``--optlevel 3``. Raises :class:`CompilerArgumentError` for an unknown flag, a missing or
+    unaccepted value, or a stray token.
+    """
+    tokens = split_args(args)
+    pairs: list[tuple[str, str | None]] = []
+    i = 0
+    while i < len(tokens):
+        tok = tokens[i]
+        i += 1
+        if tok in _OPT_SHORT:
+            pairs.append(("-O", _OPT_SHORT[tok]))
+            continue
+        if tok.startswith("-O") and not tok.startswith("--"):
+            raise CompilerArgumentError(tok, "unknown optimization level", accepted="-O1, -O2, -O3")
+        if tok in _BARE:
+            pairs.append((tok, None))
+            continue
+        flag, eq, value = tok.partition("=")
+        if flag in _VALUED:
+            if not eq:
+                if i >= len(tokens) or tokens[i].startswith("-"):
+                    raise CompilerArgumentError(flag, "expects a value", accepted=_accepted(flag))
+                value = tokens[i]
+                i += 1
+            allowed = _VALUED[flag]
+            if (allowed and value not in allowed) or not value:
+                raise CompilerArgumentError(flag, f"value {value!r} is not accepted", accepted=_accepted(flag))
+            if flag == "--optlevel":
+                pairs.append(("-O", value))
+            elif flag == "--logical-nc-config":
+                pairs.append(("--lnc", value))
+            else:
+                pairs.append((flag, value))
+            continue
+        if tok.startswith("-"):
+            raise CompilerArgumentError(tok, "unknown compiler flag", accepted=", ".join(known_flags()))
+        raise CompilerArgumentError(tok, "a value with no flag before it")
+    return pairs
+
+
+def _accepted(flag: str) -> str:
+    allowed = _VALUED[flag]
+    return "|".join(allowed) if allowed else "any non-empty value"
+
+
+def format_pairs(pairs: Sequence[tuple[str, str | None]]) -> list[str]:
+    """The canonical token list for parsed pairs (``-O3``, ``--target trn2`` as two tokens)."""
+    out: list[str] = []
+    for flag, value in pairs:
+        if flag == "-O":
+            out.append(f"-O{value}")
+        elif value is None:
+            out.append(flag)
+        else:
+            out.extend([flag, value])
+    return out
+
+
+@dataclass(frozen=True)
+class CompilerConfig:
+    """The resolved meaning of an argument list (the last occurrence of a flag wins)."""
+
+    pairs: tuple[tuple[str, str | None], ...]
+    optlevel: int = DEFAULT_OPTLEVEL
+    target: str = DEFAULT_TARGET
+    auto_cast: str = "none"
+    auto_cast_type: str = "bf16"
+    extra: dict = field(default_factory=dict)
+
+    @classmethod
+    def from_args(cls, args: str | Iterable[str] | None) -> "CompilerConfig":
+        pairs = parse_compiler_args(args)
+        settings: dict[str, str | None] = {}
+        for flag, value in pairs:
+            settings[flag] = value
+        return cls(
+            pairs=tuple(pairs),
+            optlevel=int(settings.get("-O") or DEFAULT_OPTLEVEL),
+            target=settings.get("--target") or DEFAULT_TARGET,
+            auto_cast=settings.get("--auto-cast") or "none",
+            auto_cast_type=settings.get("--auto-cast-type") or "bf16",
+            extra={k: v for k, v in settings.items() if k not in ("-O", "--target", "--auto-cast", "--auto-cast-type")},
+        )
+
+    def canonical_args(self) -> list[str]:
+        return format_pairs(self.pairs)
+
+    def iree_args(self) -> list[str]:
+        args = [
+            "--iree-input-type=stablehlo",
+            "--iree-hal-target-backends=llvm-cpu",
+            f"--iree-llvmcpu-target-cpu={host_cpu()}",
+            f"--iree-opt-level=O{self.optlevel}",
+        ]
+        if self.auto_cast != "none" and self.auto_cast_type in ("bf16", "fp16"):
+            ops = "matmul" if self.auto_cast == "matmult" else "all"
+            args += [
+                f"--iree-global-opt-demote-contraction-inputs-operations={ops}",
+                f"--iree-global-opt-demote-contraction-inputs-type={self.auto_cast_type.replace('fp16', 'f16')}",
+            ]
+        return args
+
+
+def host_cpu() -> str:
+    """The CPU the artifacts are built for. ``NEURON_REFERENCE_TARGET_CPU`` is not read: the
+    reference always builds for the host, and the host's identity enters the tool versions."""
+    return "host"
+
+
+def _iree_compile_path() -> str:
+    from iree.compiler.tools.binaries import find_tool
+
+    return find_tool("iree-compile")
+
+
+def compiler_version() -> str:
+    import iree.compiler.version as v
+
+    return v.VERSION
+
+
+def host_identity() -> str:
+    """Machine architecture and CPU model: artifacts built for ``host`` only run on a like CPU."""
+    model = ""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as fh:
+            for line in fh:
+                if line.startswith("model name") or line.startswith("CPU part"):
+                    model = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return f"{platform.machine()}:{model}"
+
+
+@dataclass
+class CompileResult:
+    artifact: bytes
+    command: list[str]
+    log: str
+    wall_us: int
+
+
+class CompilerDriver:
+    """Runs the stand-in compiler on StableHLO text."""
+
+    def __init__(self, executable: str | None = None) -> None:
+        self._exe = executable
+
+    @property
+    def executable(self) -> str:
+        if self._exe is None:
+            self._exe = _iree_compile_path()
+        return self._exe
+
+    def command_line(self, config: CompilerConfig, output: str) -> list[str]:
+        return [self.executable, "-", *config.iree_args(), "-o", output]
+
+    def compile(
+        self, hlo_text: str, compiler_args: str | Iterable[str] | None, *, graph_name: str | None = None
+    ) -> CompileResult:
+        """Compile StableHLO text; raises :class:`NEFFCompilationError` with the compiler's output."""
+        config = CompilerConfig.from_args(compiler_args)
+        with tempfile.TemporaryDirectory(prefix="neuron-cc-") as tmp:
+            out = os.path.join(tmp, "graph.vmfb")
+            cmd = self.command_line(config, out)
+            start = time.perf_counter()
+            try:
+                proc = subprocess.run(cmd, input=hlo_text.encode(), capture_output=True, check=False)
+            except OSError as exc:
+                raise NEFFCompilationError(f"could not start the compiler: {exc}", graph_name=graph_name, command=cmd)
+            wall_us = int((time.perf_counter() - start) * 1e6)
+            log = proc.stderr.decode(errors="replace")
+            if proc.returncode != 0:
+                raise NEFFCompilationError(
+                    f"compiler exited with status {proc.returncode}",
+                    graph_name=graph_name,
+                    command=cmd,
+                    compiler_log=log,
+                )
+            with open(out, "rb") as fh:
+                artifact = fh.read()
+        return CompileResult(artifact=artifact, command=cmd, log=log, wall_us=wall_us)

@@ -1,0 +1,109 @@
+"""Typed errors of the reference backend.
+
+Every error names what went wrong (the graph, op, flag or variable) and what to do about it.
+
+Errors raised while Dynamo calls the backend would normally reach the caller wrapped in
+``torch._dynamo.exc.BackendCompilerFailed``. Dynamo lets one family of its own exceptions pass
+through unwrapped (those deriving from ``ShortenTraceback``), so :class:`NeuronBackendError` derives
+from it: a caller can write ``except NEFFCompilationError`` around a compiled call, as the backend
+reference promises.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from torch._dynamo.exc import ShortenTraceback
+
+
+class NeuronBackendError(ShortenTraceback):
+    """Base of every error the reference backend raises on purpose."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, first_useful_frame=None)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+    def __reduce__(self):  # keep errors picklable across forked workers
+        return (_rebuild, (type(self), self.__dict__))
+
+
+def _rebuild(cls, state):
+    obj = cls.__new__(cls)
+    NeuronBackendError.__init__(obj, state.get("message", ""))
+    obj.__dict__.update(state)
+    return obj
+
+
+class NEFFCompilationError(NeuronBackendError):
+    """The compiler rejected a graph, its arguments, or failed while compiling it."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        graph_name: str | None = None,
+        command: Sequence[str] | None = None,
+        compiler_log: str = "",
+    ) -> None:
+        text = (f"graph {graph_name!r}: " if graph_name else "") + message
+        if compiler_log:
+            text += f"\ncompiler output:\n{compiler_log.rstrip()}"
+        if command:
+            text += "\ncommand line:\n  " + " ".join(command)
+        super().__init__(text)
+        self.graph_name = graph_name
+        self.command = list(command) if command else None
+        self.compiler_log = compiler_log
+
+
+class CompilerArgumentError(NEFFCompilationError):
+    """An unknown compiler flag or a malformed flag value."""
+
+    def __init__(self, flag: str, problem: str, *, accepted: str = "") -> None:
+        msg = f"compiler argument {flag!r}: {problem}"
+        if accepted:
+            msg += f" (accepted: {accepted})"
+        super().__init__(msg)
+        self.flag = flag
+
+
+class NEFFExecutionError(NeuronBackendError):
+    """A compiled artifact failed to load or to execute."""
+
+    def __init__(self, message: str, *, graph_name: str | None = None) -> None:
+        prefix = f"graph {graph_name!r}: " if graph_name else ""
+        super().__init__(prefix + message)
+        self.graph_name = graph_name
+
+
+class LoweringError(NEFFCompilationError):
+    """A graph could not be lowered to StableHLO (for example, an op with no lowering)."""
+
+    def __init__(self, message: str, *, graph_name: str | None = None, ops: Sequence[str] = ()) -> None:
+        super().__init__(message, graph_name=graph_name)
+        self.ops = list(ops)
+
+
+class UnsupportedInputError(NeuronBackendError):
+    """A graph input the backend cannot take (a non-tensor, a symbolic shape, a dtype)."""
+
+    def __init__(self, message: str, *, graph_name: str | None = None) -> None:
+        prefix = f"graph {graph_name!r}: " if graph_name else ""
+        super().__init__(prefix + message)
+        self.graph_name = graph_name
+
+
+class BackendOptionError(NeuronBackendError, ValueError):
+    """A ``torch.compile(options=...)`` entry of the wrong type or value."""
+
+
+class EnvVarError(NeuronBackendError, ValueError):
+    """An environment variable with a value the reference cannot parse."""
+
+    def __init__(self, name: str, value: str, accepted: str) -> None:
+        super().__init__(f"environment variable {name}={value!r} is not valid; accepted values: {accepted}")
+        self.name = name
+        self.value = value

@@ -1,0 +1,91 @@
+"""Per-graph compilation metrics (``get_dynamo_metrics``) and the ``graph_stats`` table."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Callable
+
+
+@dataclass
+class NeuronCompilationMetrics:
+    graph_id: str
+    graph_name: str
+    model_name: str
+    has_collectives: bool
+    graph_node_count: int
+    timestamp: str
+    torch_neuronx_fx_passes_us: int
+    torch_neuronx_lower_us: int
+    _compile_us: int | None = field(default=None, repr=False)
+    _compile_us_source: Callable[[], int] | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def torch_neuronx_compile_us(self) -> int:
+        """Compile time; read lazily, since the artifact may still be building when recorded."""
+        if self._compile_us is None and self._compile_us_source is not None:
+            self._compile_us = int(self._compile_us_source())
+        return int(self._compile_us or 0)
+
+    def as_row(self) -> dict[str, object]:
+        return {
+            "graph_id": self.graph_id,
+            "graph_name": self.graph_name,
+            "model_name": self.model_name,
+            "has_collectives": self.has_collectives,
+            "graph_node_count": self.graph_node_count,
+            "timestamp": self.timestamp,
+            "torch_neuronx_fx_passes_us": self.torch_neuronx_fx_passes_us,
+            "torch_neuronx_lower_us": self.torch_neuronx_lower_us,
+            "torch_neuronx_compile_us": self.torch_neuronx_compile_us,
+        }
+
+
+class MetricsRegistry:
+    """The records of this process, plus counters (compiler invocations, cache hits)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._records: list[NeuronCompilationMetrics] = []
+        self._counters: dict[str, int] = {}
+        self._graph_counts: dict[tuple[str, str, str], int] = {}
+
+    def record(self, m: NeuronCompilationMetrics) -> None:
+        with self._lock:
+            self._records.append(m)
+
+    def records(self) -> list[NeuronCompilationMetrics]:
+        with self._lock:
+            return list(self._records)
+
+    def bump(self, name: str, by: int = 1) -> None:
+        with self._lock:
+            self._counters[name] = self._counters.get(name, 0) + by
+
+    def counters(self) -> dict[str, int]:
+        with self._lock:
+            return dict(self._counters)
+
+    def next_graph_index(self, model_name: str, aot_id: str, graph_type: str) -> int:
+        with self._lock:
+            k = (model_name, aot_id, graph_type)
+            n = self._graph_counts.get(k, 0)
+            self._graph_counts[k] = n + 1
+            return n
+
+    def reset(self) -> None:
+        with self._lock:
+            self._records.clear()
+            self._counters.clear()
+            self._graph_counts.clear()
+
+
+METRICS = MetricsRegistry()
+
+
+def get_dynamo_metrics() -> list[NeuronCompilationMetrics]:
+    return METRICS.records()
+
+
+def reset_dynamo_metrics() -> None:
+    METRICS.reset()
