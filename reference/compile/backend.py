@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import time
 import warnings
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import torch
 from torch._dynamo.backends.common import aot_autograd
@@ -69,14 +69,23 @@ def _aot_names() -> tuple[str, str]:
     return "0", "inference"
 
 
+GraphHandler = Callable[..., Callable]
+
+
 def compile_fx_graph(
     gm: torch.fx.GraphModule,
     example_inputs: list,
     options: Mapping[str, Any] | None,
     *,
     seam: str,
+    handler: GraphHandler | None = None,
 ) -> Any:
-    """Shared body of the compile seams; returns the callable Dynamo runs."""
+    """Shared body of the seams; returns the callable Dynamo runs.
+
+    ``handler(aten_gm, graph_name=, compiler_args=, model_name=, fx_passes_us=)`` does the
+    per-graph work and returns the graph's callable; the default compiles and loads it.
+    """
+    handler = handler or compile_aten_graph
     options = normalize_options(options)
     options = apply_scoped_compiler_args(options)
     options = apply_platform_compiler_args(options)
@@ -97,7 +106,7 @@ def compile_fx_graph(
         aot_id, graph_type = _aot_names()
         nth = METRICS.next_graph_index(model_name, aot_id, graph_type)
         graph_name = f"{model_name}_{aot_id}_{graph_type}_{nth}"
-        compiled = compile_aten_graph(
+        compiled = handler(
             aten_gm, graph_name=graph_name, compiler_args=compiler_args, model_name=model_name, fx_passes_us=fx_us
         )
         return _with_fallback(compiled, aten_gm)
@@ -136,3 +145,29 @@ def neuron_backend(gm: torch.fx.GraphModule, example_inputs: list, options: Mapp
 def neuron_libtorch(gm: torch.fx.GraphModule, example_inputs: list, options: Mapping[str, Any] | None = None, mode: str | None = None):
     """``backend="neuron_libtorch"``: the same seam under its framework name."""
     return neuron_backend(gm, example_inputs, options=options, mode=mode)
+
+
+def lower_graphs(model: Callable, args: tuple, options: Mapping[str, Any] | None = None) -> list:
+    """Run Dynamo, the passes and lowering on ``model(*args)`` without compiling.
+
+    Returns the :class:`~reference.compile.lowering.LoweredGraph` of every graph, in the order
+    Dynamo produced them; the model runs eagerly.
+    """
+    from reference.compile.lowering import lower_to_stablehlo
+
+    lowered: list = []
+
+    def handler(aten_gm, *, graph_name, **_):
+        lowered.append(lower_to_stablehlo(aten_gm, graph_name=graph_name))
+        return aten_gm
+
+    def backend(gm, example_inputs, **_):
+        return compile_fx_graph(gm, example_inputs, options, seam="lower", handler=handler)
+
+    torch._dynamo.reset()
+    try:
+        with torch.no_grad():
+            torch.compile(model, backend=backend, dynamic=False)(*args)
+    finally:
+        torch._dynamo.reset()
+    return lowered

@@ -1,0 +1,1 @@
+"""Adapters for the implementations the suite knows about."""
