@@ -9,6 +9,7 @@ __version__ = "0.1.0"
 from reference.compile.config import get_model_name, get_rank, set_model_name  # noqa: E402
 from reference.compile.errors import (  # noqa: E402
     BackendOptionError,
+    CacheMissError,
     CompilerArgumentError,
     EnvVarError,
     LoweringError,
@@ -34,5 +35,6 @@ __all__ = [
     "CompilerArgumentError",
     "UnsupportedInputError",
     "BackendOptionError",
+    "CacheMissError",
     "EnvVarError",
 ]

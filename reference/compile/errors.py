@@ -96,6 +96,18 @@ class UnsupportedInputError(NeuronBackendError):
         self.graph_name = graph_name
 
 
+class CacheMissError(NeuronBackendError):
+    """A compile was needed while ``NEURON_LIBTORCH_ASSERT_CACHE_HIT`` demands a cache hit."""
+
+    def __init__(self, graph_name: str, key: str, detail: str = "") -> None:
+        super().__init__(
+            f"graph {graph_name!r} missed the NEFF cache (key {key}) while NEURON_LIBTORCH_ASSERT_CACHE_HIT "
+            "is set; warm the cache with the same compiler arguments (check the graph's scope)" + (f": {detail}" if detail else "")
+        )
+        self.graph_name = graph_name
+        self.key = key
+
+
 class BackendOptionError(NeuronBackendError, ValueError):
     """A ``torch.compile(options=...)`` entry of the wrong type or value."""
 

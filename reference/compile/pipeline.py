@@ -19,6 +19,7 @@ from reference.cache.key import create_cache_hash, tool_versions
 from reference.cache.neff_cache import NeffCache
 from reference.compile import env
 from reference.compile.compiler_driver import CompilerDriver
+from reference.compile.errors import CacheMissError
 from reference.compile.lowering import LoweredGraph, lower_to_stablehlo
 from reference.compile.metrics import METRICS, NeuronCompilationMetrics
 from reference.compile.runtime import LoadedArtifact
@@ -77,6 +78,8 @@ def build_artifact(
     driver = driver or CompilerDriver()
 
     def _compile() -> BuiltArtifact:
+        if env.get(env.ASSERT_CACHE_HIT):
+            raise CacheMissError(graph_name, key)
         METRICS.bump("compiler_invocations")
         result = driver.compile(lowered.hlo, compiler_args, graph_name=graph_name)
         meta = build_metadata(lowered, key, breakdown, compiler_args, graph_name)
