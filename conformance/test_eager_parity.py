@@ -35,3 +35,32 @@ def test_second_call_reuses_the_compiled_graph_and_stays_correct(impl):
         expected = model(other)
     assert not torch.equal(first, second)
     assert_close(second, expected, what="second call")
+
+
+def _mixed_fn(x, y):
+    z = torch.tanh(x @ y.transpose(0, 1)) * 0.5 + x.sum(dim=-1, keepdim=True)
+    return z, z.amax(dim=0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.float64])
+def test_float_dtypes_match_eager(impl, dtype):
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(6, 8, generator=g).to(dtype)
+    y = torch.randn(6, 8, generator=g).to(dtype)
+    with torch.no_grad():
+        actual = impl.compile(_mixed_fn, fullgraph=True)(x, y)
+    assert_close(list(actual), list(_mixed_fn(x, y)), what=f"{dtype} function")
+
+
+def _int_fn(a, b):
+    return (a * b + 3) // 2, (a > b) & (b >= 0), torch.where(a > b, a, b)
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64])
+def test_integer_and_bool_results_are_exact(impl, dtype):
+    g = torch.Generator().manual_seed(6)
+    a = torch.randint(-50, 50, (5, 7), generator=g, dtype=dtype)
+    b = torch.randint(-50, 50, (5, 7), generator=g, dtype=dtype)
+    with torch.no_grad():
+        actual = impl.compile(_int_fn, fullgraph=True)(a, b)
+    assert_close(list(actual), list(_int_fn(a, b)), what=f"{dtype} function")

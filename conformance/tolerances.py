@@ -11,7 +11,9 @@ import torch
 
 TOLERANCES: dict[torch.dtype, tuple[float, float]] = {
     # dtype: (rtol, atol)
-    torch.float64: (1e-7, 1e-9),
+    # float64 is computed in float32 on the device (no f64 units, as on Neuron) and widened back,
+    # so it is held to float32's bounds; the dtype the caller sees is still float64.
+    torch.float64: (1e-4, 1e-5),
     torch.float32: (1e-4, 1e-5),
     torch.float16: (1e-2, 1e-3),
     torch.bfloat16: (2e-2, 1e-2),

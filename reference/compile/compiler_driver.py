@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import os
 import platform
+import re
 import shlex
 import subprocess
 import tempfile
@@ -80,8 +81,14 @@ def split_args(args: str | Iterable[str] | None) -> list[str]:
     for item in args:
         if not isinstance(item, str):
             raise CompilerArgumentError(repr(item), "compiler arguments must be strings")
-        tokens.extend(shlex.split(item))
+        if _FLAG_EQ.match(item):
+            tokens.append(item.strip())  # "--flag=value with spaces" is one token already
+        else:
+            tokens.extend(shlex.split(item))
     return tokens
+
+
+_FLAG_EQ = re.compile(r"^\s*--[\w-]+=")
 
 
 def parse_compiler_args(args: str | Iterable[str] | None) -> list[tuple[str, str | None]]:
@@ -141,6 +148,8 @@ def format_pairs(pairs: Sequence[tuple[str, str | None]]) -> list[str]:
             out.append(f"-O{value}")
         elif value is None:
             out.append(flag)
+        elif value.startswith("-") or any(c.isspace() for c in value):
+            out.append(f"{flag}={value}")  # the two-token form would read the value as a flag
         else:
             out.extend([flag, value])
     return out

@@ -106,7 +106,7 @@ def _flatten(x: Any) -> list:
 
 
 _FAILED_OP = re.compile(r"failed to legalize operation '([\w.]+)'")
-_UNSUPPORTED = re.compile(r"(torch\.aten\.[\w.]+|aten::[\w.]+|torch\.operator \"[\w.]+\")")
+_OPERATOR_NAME = re.compile(r'name = "(torch\.[\w.]+)"')
 
 
 def lower_to_stablehlo(gm: torch.fx.GraphModule, *, graph_name: str) -> LoweredGraph:
@@ -116,13 +116,29 @@ def lower_to_stablehlo(gm: torch.fx.GraphModule, *, graph_name: str) -> LoweredG
     :class:`LoweringError` naming the ops torch-mlir could not lower.
     """
     from torch_mlir import fx as tm_fx
+    from torch_mlir import ir
+    from torch_mlir.dialects import torch as torch_d
+    from torch_mlir.extras.fx_importer import FxImporter
 
     ins = input_specs(gm, graph_name)
+    context = ir.Context()
+    torch_d.register_dialect(context)
+    diagnostics: list[str] = []
+
+    def _collect(diag) -> bool:
+        diagnostics.append(str(diag.message))
+        diagnostics.extend(str(note.message) for note in diag.notes)
+        return True  # handled: keep MLIR from printing to stderr
+
+    handler = context.attach_diagnostic_handler(_collect)
     try:
-        module = tm_fx.stateless_fx_import(gm, output_type="stablehlo", model_name="main")
-    except Exception as exc:  # torch-mlir raises plain Exceptions with MLIR diagnostics
-        text = str(exc)
-        ops = sorted(set(_FAILED_OP.findall(text)) or set(_UNSUPPORTED.findall(text)))
+        module = tm_fx.stateless_fx_import(
+            gm, output_type="stablehlo", fx_importer=FxImporter(context=context), model_name="main"
+        )
+    except Exception as exc:  # torch-mlir raises plain Exceptions; the details are in the diagnostics
+        text = "\n".join(diagnostics) or str(exc)
+        ops = sorted(set(_FAILED_OP.findall(text)) | set(_OPERATOR_NAME.findall(text)))
+        ops = [op for op in ops if op != "torch.operator"]
         what = ", ".join(ops) if ops else "an operation"
         raise LoweringError(
             f"torch-mlir could not lower {what} to StableHLO; run it outside the compiled region "
@@ -130,6 +146,8 @@ def lower_to_stablehlo(gm: torch.fx.GraphModule, *, graph_name: str) -> LoweredG
             graph_name=graph_name,
             ops=ops,
         ) from exc
+    finally:
+        handler.detach()
     hlo = module.operation.get_asm(enable_debug_info=False, large_elements_limit=None)
     return LoweredGraph(hlo=hlo, input_specs=ins, output_specs=output_specs(gm), node_count=len(gm.graph.nodes))
 

@@ -51,6 +51,10 @@ def _torch_to_host_array(t: torch.Tensor) -> np.ndarray:
         t = t.cpu()
     if not t.is_contiguous():
         t = t.contiguous()
+    if t.dtype == torch.float64:
+        # The compiler narrows f64 to f32 (the device has no f64 units, like Neuron's); the
+        # module's signature is f32, and outputs are widened back to the graph's f64.
+        t = t.to(torch.float32)
     if t.dtype == torch.bfloat16:
         import ml_dtypes
 
@@ -66,6 +70,8 @@ def _host_array_to_torch(a: np.ndarray, spec: TensorSpec | None) -> torch.Tensor
     t = torch.from_numpy(a)
     if spec is not None and spec.dtype == "bool" and t.dtype != torch.bool:
         t = t.to(torch.bool)
+    if spec is not None and spec.dtype == "float64" and t.dtype != torch.float64:
+        t = t.to(torch.float64)
     return t
 
 

@@ -1,0 +1,99 @@
+"""The compiler driver: neuronx-cc-style argument parsing, the IREE mapping, and failures."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from reference.compile.compiler_driver import (
+    CompilerConfig,
+    CompilerDriver,
+    format_pairs,
+    parse_compiler_args,
+)
+from reference.compile.errors import CompilerArgumentError, NEFFCompilationError
+
+
+@pytest.mark.parametrize("spelling", [["-O3"], ["--optlevel", "3"], ["--optlevel=3"], ["--optlevel 3"], "-O3"])
+def test_every_spelling_of_a_level_means_the_same(spelling):
+    assert parse_compiler_args(spelling) == [("-O", "3")]
+    assert CompilerConfig.from_args(spelling).optlevel == 3
+
+
+def test_defaults_are_O1_and_trn2():
+    config = CompilerConfig.from_args([])
+    assert (config.optlevel, config.target) == (1, "trn2")
+    assert "--iree-opt-level=O1" in config.iree_args()
+
+
+def test_the_last_occurrence_of_a_flag_wins():
+    assert CompilerConfig.from_args(["-O3", "--target", "trn3", "-O2"]).optlevel == 2
+
+
+def test_level_and_autocast_map_onto_iree_flags():
+    args = CompilerConfig.from_args(["-O3", "--auto-cast", "matmult", "--auto-cast-type", "bf16"]).iree_args()
+    assert "--iree-opt-level=O3" in args
+    assert "--iree-global-opt-demote-contraction-inputs-operations=matmul" in args
+    assert "--iree-global-opt-demote-contraction-inputs-type=bf16" in args
+
+
+@pytest.mark.parametrize(
+    "args, flag, words",
+    [
+        (["--no-such-flag"], "--no-such-flag", "unknown compiler flag"),
+        (["-O7"], "-O7", "unknown optimization level"),
+        (["--optlevel", "9"], "--optlevel", "not accepted"),
+        (["--target", "trn9"], "--target", "not accepted"),
+        (["--lnc"], "--lnc", "expects a value"),
+        (["--target", "--lnc", "2"], "--target", "expects a value"),
+        (["trn2"], "trn2", "no flag before it"),
+    ],
+)
+def test_bad_arguments_raise_a_typed_error_naming_the_flag(args, flag, words):
+    with pytest.raises(CompilerArgumentError) as info:
+        parse_compiler_args(args)
+    assert isinstance(info.value, NEFFCompilationError)
+    assert info.value.flag == flag
+    assert flag in str(info.value) and words in str(info.value)
+
+
+def test_a_non_string_argument_is_rejected():
+    with pytest.raises(CompilerArgumentError, match="must be strings"):
+        parse_compiler_args(["-O2", 3])
+
+
+_VALID_PIECES = st.sampled_from(
+    [["-O1"], ["-O2"], ["-O3"], ["--optlevel", "2"], ["--optlevel=3"], ["--target", "trn2"], ["--target=trn3"],
+     ["--lnc", "2"], ["--logical-nc-config=1"], ["--model-type", "transformer"], ["--auto-cast", "all"],
+     ["--enable-mixed-precision-accumulation"], ["--internal-hlo2tensorizer-options=--a --b"]]
+)
+
+
+@given(st.lists(_VALID_PIECES, max_size=8))
+def test_canonical_form_round_trips(pieces):
+    tokens = [t for piece in pieces for t in piece]
+    pairs = parse_compiler_args(tokens)
+    assert parse_compiler_args(format_pairs(pairs)) == pairs
+
+
+def test_compiler_failure_carries_its_output_and_command_line():
+    broken = "func.func @main(%a: tensor<4xf32>) -> tensor<4xf32> { %0 = stablehlo.not_an_op %a return %0 }"
+    with pytest.raises(NEFFCompilationError) as info:
+        CompilerDriver().compile(broken, ["-O2"], graph_name="broken_graph")
+    err = info.value
+    assert err.graph_name == "broken_graph"
+    assert "error" in err.compiler_log.lower()
+    assert err.command and "iree-compile" in err.command[0] and "--iree-opt-level=O2" in err.command
+    assert "broken_graph" in str(err) and "command line" in str(err)
+
+
+def test_a_valid_module_compiles_to_a_loadable_artifact():
+    from reference.compile.runtime import LoadedArtifact
+    import torch
+
+    text = "func.func @main(%a: tensor<4xf32>) -> tensor<4xf32> { %0 = stablehlo.add %a, %a : tensor<4xf32>\n return %0 : tensor<4xf32> }"
+    result = CompilerDriver().compile(text, ["-O3"])
+    assert result.artifact[:2] == b"PK" and b"module.fb" in result.artifact[:128]  # IREE VM archive
+    out = LoadedArtifact(result.artifact, graph_name="double")(torch.arange(4, dtype=torch.float32))
+    assert out[0].tolist() == [0.0, 2.0, 4.0, 6.0]
