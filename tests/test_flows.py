@@ -111,3 +111,21 @@ def test_native_guard_refuses_a_second_argument_set():
     with pytest.raises(CompilerArgsConflictError, match="recorded"):
         _assert_cache_key_args("k2", ["-O2"], graph_name="g", recorded=["-O3"])
     reset_native_key_registry()
+
+
+def test_parallel_compile_publishes_and_names_a_failing_graph(tmp_path, monkeypatch):
+    from reference.compile.parallel_compile import ParallelCompileError
+    from reference.compile.pipeline import neff_cache
+
+    monkeypatch.setenv("TORCH_NEURONX_NEFF_CACHE_DIR", str(tmp_path / "neff"))
+    monkeypatch.setenv("TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR", str(tmp_path / "local"))
+    staged = tmp_path / "staged"
+    good = stage_graph(_lowered(), ["-O2", "--target", "trn2"], graph_name="good_graph", directory=str(staged))
+    bad = LoweredGraph("module { this is not mlir }\n", _lowered().input_specs, _lowered().output_specs, 1)
+    stage_graph(bad, ["-O2", "--target", "trn2"], graph_name="broken_graph", directory=str(staged))
+    with pytest.raises(ParallelCompileError, match="broken_graph") as info:
+        parallel_compile(staged, workers=2, progress=False)
+    (ok,) = [g for g in info.value.report.graphs if g.ok]
+    assert ok.graph_name == "good_graph" and ok.cache_key == good.key
+    entry = neff_cache().get(good.key)
+    assert entry is not None and entry.metadata.compiler_args == ["-O2", "--target", "trn2"]
