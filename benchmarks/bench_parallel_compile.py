@@ -31,7 +31,7 @@ def _jobs(runner) -> list[tuple]:
     return jobs
 
 
-def _compile(staged: str, cache_root: str, workers: int, base) -> tuple[float, int]:
+def _compile(staged: str, cache_root: str, workers: int, base) -> tuple[float, int, float]:
     from reference.compile import env
     from reference.flows import parallel_compile
 
@@ -43,7 +43,8 @@ def _compile(staged: str, cache_root: str, workers: int, base) -> tuple[float, i
         report = parallel_compile(staged, workers=workers, base_compiler_args=base, progress=False)
         wall = time.perf_counter() - start
     assert not any(g.cache_hit for g in report.graphs), "a graph was a cache hit; the timing would be meaningless"
-    return wall, len({g.cache_key for g in report.graphs})
+    per_graph = {g.cache_key: g.compile_us for g in report.graphs}
+    return wall, len(per_graph), sum(per_graph.values()) / 1e6
 
 
 def run(out_dir: Path) -> dict:
@@ -58,8 +59,10 @@ def run(out_dir: Path) -> dict:
         parallel_trace(_jobs(runner), cache_dir=staged, workers=2)
         trace_s = time.perf_counter() - start
         base = runner.compile_options["compiler_args"]
-        one_s, graphs = _compile(staged, tmp, 1, base)
-        two_s, graphs2 = _compile(staged, tmp, 2, base)
+        load_before = os.getloadavg()[0]
+        one_s, graphs, one_sum = _compile(staged, tmp, 1, base)
+        two_s, graphs2, two_sum = _compile(staged, tmp, 2, base)
+        load_after = os.getloadavg()[0]
     speedup = one_s / two_s if two_s else 0.0
     result = {
         "graphs": graphs,
@@ -68,6 +71,11 @@ def run(out_dir: Path) -> dict:
         "workers_1_s": round(one_s, 2),
         "workers_2_s": round(two_s, 2),
         "speedup_2_workers": round(speedup, 2),
+        # the sum of the per-graph compile times: equal in both runs on free cores; a larger sum with
+        # two workers means the cores were busy with something else
+        "compile_time_sum_1_worker_s": round(one_sum, 2),
+        "compile_time_sum_2_workers_s": round(two_sum, 2),
+        "load_average_1min": [round(load_before, 2), round(load_after, 2)],
         "target_speedup": 1.7,
         "note": "wall-clock seconds of parallel_compile over the same staged graphs, each run into a fresh "
         "artifact cache; the machine may be shared, so read the figure with its cpu_count",
