@@ -82,6 +82,10 @@ def check_staged_graphs(groups: Mapping[str, Sequence[StagedGraph]]) -> None:
     ranks or argument sets staged the same graph differently). A check raises a
     :class:`~reference.compile.errors.NeuronBackendError` naming the graph. None is registered by
     this module yet: the SPMD single-artifact check (issue 7) belongs here.
+
+    Caution: graph names come from Dynamo's per-process counters, which every forked trace child
+    inherits, so two different graphs traced by two children can share a name. A check that
+    expects one artifact per name should compare the entries' input specs (or HLO) too.
     """
     return None
 
