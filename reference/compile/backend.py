@@ -29,7 +29,7 @@ from reference.compile import env, graph_breaks
 from reference.compile.compiler_args import apply_platform_compiler_args, apply_scoped_compiler_args
 from reference.compile.config import get_model_name
 from reference.compile.debug_artifacts import DEBUG_ARTIFACTS
-from reference.compile.errors import BackendOptionError, DynamicShapeError, NeuronBackendError
+from reference.compile.errors import BackendOptionError, DynamicShapeError, NEFFCompilationError, NeuronBackendError
 from reference.compile.lowering import decomposition_table
 from reference.compile.metrics import METRICS
 from reference.compile.pipeline import compile_aten_graph
@@ -102,7 +102,10 @@ def compile_fx_graph(
     handler = handler or compile_aten_graph
     options = normalize_options(options)
     options = apply_scoped_compiler_args(options)
-    options = apply_platform_compiler_args(options)
+    try:
+        options = apply_platform_compiler_args(options)
+    except NEFFCompilationError as exc:  # a compiler argument the compiler rejects: a compile failure
+        return _eager_fallback(exc, gm)
     compiler_args = list(options["compiler_args"])
     model_name = get_model_name()
 
@@ -130,11 +133,17 @@ def compile_fx_graph(
     try:
         compiled_fn = aot(gm, example_inputs)
     except NeuronBackendError as exc:
-        if env.get(env.DISABLE_FALLBACK_EXECUTION):
-            raise
-        warnings.warn(f"neuron backend: compilation failed, running the graph eagerly: {exc}", stacklevel=2)
-        return gm.forward
+        return _eager_fallback(exc, gm)
     return _device.place(compiled_fn, user_indices, graph_name=f"{model_name}_dynamo")
+
+
+def _eager_fallback(exc: NeuronBackendError, gm: torch.fx.GraphModule) -> Callable:
+    """Re-raise (the default), or with ``TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION=0`` warn and run
+    the original graph eagerly."""
+    if env.get(env.DISABLE_FALLBACK_EXECUTION):
+        raise exc
+    warnings.warn(f"neuron backend: compilation failed, running the graph eagerly: {exc}", stacklevel=3)
+    return gm.forward
 
 
 def _write_debug_artifacts(graph_name: str, aten_gm: torch.fx.GraphModule, compiled: Any) -> None:
