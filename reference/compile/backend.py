@@ -30,7 +30,6 @@ from reference.compile.compiler_args import apply_platform_compiler_args, apply_
 from reference.compile.config import get_model_name
 from reference.compile.debug_artifacts import DEBUG_ARTIFACTS
 from reference.compile.errors import BackendOptionError, DynamicShapeError, NEFFCompilationError, NeuronBackendError
-from reference.compile.lowering import decomposition_table
 from reference.compile.metrics import METRICS
 from reference.compile.pipeline import compile_aten_graph
 
@@ -129,7 +128,9 @@ def compile_fx_graph(
         _write_debug_artifacts(graph_name, aten_gm, compiled)
         return _with_fallback(compiled, aten_gm)
 
-    aot = aot_autograd(fw_compiler=fw_compiler, bw_compiler=fw_compiler, decompositions=decomposition_table())
+    from reference.compile import nki_sdpa
+
+    aot = aot_autograd(fw_compiler=fw_compiler, bw_compiler=fw_compiler, decompositions=nki_sdpa.decompositions())
     try:
         compiled_fn = aot(gm, example_inputs)
     except NeuronBackendError as exc:
