@@ -287,5 +287,4 @@ def lower_graphs(model: Callable, args: tuple, options: Mapping[str, Any] | None
     return lowered
 
 
-graph_breaks.install()
-graph_breaks.no_lowering_ops()  # computed (or read from its memo) when the backend is imported
+graph_breaks.install()  # computes (or reads the memo of) the no-lowering list: at import, as documented

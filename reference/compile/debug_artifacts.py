@@ -8,7 +8,7 @@ For every graph the backend compiles it writes, under ``TORCH_NEURONX_DEBUG_DIR`
     <debug dir>/<graph_name>/artifact.vmfb     the compiled artifact (the reference's "NEFF")
 
 Graph names are built from the sanitized model name, so they never leave the directory. The
-folders this process wrote are removed when it exits, unless
+folders this process created are removed when it exits, unless
 ``TORCH_NEURONX_PRESERVE_COMPILATION_ARTIFACTS`` is true. A debug directory that cannot be created
 or written raises :class:`EnvVarError` naming the variable before anything is compiled.
 """
@@ -46,6 +46,7 @@ class DebugArtifacts:
         folder = os.path.join(root, graph_name)
         if os.path.dirname(os.path.abspath(folder)) != os.path.abspath(root):
             raise ValueError(f"graph name {graph_name!r} would leave the debug directory")
+        created = not os.path.exists(folder)
         os.makedirs(folder, exist_ok=True)
         files = {"fx_graph.py": fx_code.encode()}
         if hlo is not None:
@@ -57,8 +58,9 @@ class DebugArtifacts:
             with open(tmp, "wb") as f:
                 f.write(data)
             os.replace(tmp, os.path.join(folder, name))
-        with self._lock:
-            self._written.add(folder)
+        if created:  # only what this process created is its to remove
+            with self._lock:
+                self._written.add(folder)
         return folder
 
     def written(self) -> list[str]:

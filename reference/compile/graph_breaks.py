@@ -293,7 +293,12 @@ def _raise(decision: BreakDecision, form: str) -> None:
     )
 
 
+_SIZE_RULES = ("sort", "argsort", "topk")
+
+
 def _check(tx, name: str, args: list, kwargs: dict, form: str) -> None:
+    if name not in _SIZE_RULES and name not in ALWAYS_BREAK and name not in no_lowering_ops():
+        return  # the common case: nothing to decide, no values to read
     if not _backend_opted_in(tx):
         return
     values = [_python_value(a) for a in args]
@@ -317,11 +322,14 @@ _install_lock = threading.Lock()
 
 
 def install() -> None:
-    """Wrap Dynamo's handlers of torch function calls and tensor method calls (idempotent)."""
+    """Wrap Dynamo's handlers of torch function calls and tensor method calls (idempotent).
+
+    The no-lowering list is computed here, before any trace, so that the hook only reads it."""
     global _installed
     with _install_lock:
         if _installed:
             return
+        no_lowering_ops()
         from torch._dynamo.variables.tensor import TensorVariable
         from torch._dynamo.variables.torch import TorchInGraphFunctionVariable
 
