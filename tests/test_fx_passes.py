@@ -464,3 +464,67 @@ def test_kernel_pass_is_after_inplace_pass():
     assert names.index(NkiKernelWriteBackendConfigPass().name) == names.index(InPlaceToOutOfPlacePass().name) + 1
 
 
+
+
+# --- NkiKernelWriteBackendConfigPass ----------------------------------------------------------
+
+
+@torch.library.custom_op("fx_pass_tests::scale_into", mutates_args=("out",))
+def scale_into(x: torch.Tensor, out: torch.Tensor, factor: float) -> None:
+    out.copy_(x * factor)
+
+
+@torch.library.custom_op("fx_pass_tests::count_positive_into", mutates_args=("out",))
+def count_positive_into(x: torch.Tensor, out: torch.Tensor) -> None:
+    # Data-dependent Python control flow: cannot be traced to a graph.
+    out.fill_(float(sum(1 for v in x.tolist() if v > 0)))
+
+
+@count_positive_into.register_fake
+def _(x, out):
+    return None
+
+
+def _calls_kernel(x, out):
+    scale_into(x, out, 2.0)
+    return out + 1
+
+
+def test_kernel_pass_configures_and_inlines_a_buffer_writing_kernel(snapshot):
+    gm, _ = dynamo_graph(_calls_kernel, torch.randn(3), torch.zeros(3))
+    gm = NkiKernelWriteBackendConfigPass().run(gm, graph_name="g")
+    assert {"code": code(gm), "config": gm.meta["kernel_write_back"]} == snapshot
+    written = [n for n in gm.graph.nodes if n.meta.get("backend_config")]
+    assert written and all(n.meta["backend_config"]["write_back"][0]["buffer"] == "l_out_" for n in written)
+
+
+def test_kernel_pass_keeps_an_untraceable_kernel_with_its_config():
+    def fn(x, out):
+        count_positive_into(x, out)
+        return out * 2
+
+    gm, _ = dynamo_graph(fn, torch.randn(4), torch.zeros(1))
+    gm = NkiKernelWriteBackendConfigPass().run(gm, graph_name="g")
+    (config,) = gm.meta["kernel_write_back"]
+    assert config["inlined"] is False and "could not be traced" in config["reason"]
+    call = next(n for n in gm.graph.nodes if n.target is torch.ops.fx_pass_tests.count_positive_into.default)
+    assert call.meta["backend_config"]["write_back"] == [{"arg": "out", "position": 1, "buffer": "l_out_"}]
+
+
+def test_kernel_pass_names_a_written_argument_that_is_not_a_tensor():
+    graph = fx.Graph()
+    x = graph.placeholder("x")
+    call = graph.call_function(torch.ops.fx_pass_tests.scale_into.default, (x, 0.0, 2.0))
+    graph.output(x)
+    gm = fx.GraphModule(torch.nn.Module(), graph)
+    with pytest.raises(FXPassError, match=rf"'g'.*node '{call.name}'.*writes into its argument 'out', which is 0.0"):
+        NkiKernelWriteBackendConfigPass().run(gm, graph_name="g")
+
+
+def test_pipeline_with_a_buffer_writing_kernel_matches_eager():
+    x, out = torch.randn(5), torch.zeros(5)
+    out_e = torch.zeros(5)
+    expected = _calls_kernel(x, out_e)
+    actual = compile_with(get_default_pass_manager(), _calls_kernel)(x, out)
+    assert_close(actual, expected, what="result")
+    assert_close(out, out_e, what="buffer the kernel wrote")
