@@ -339,6 +339,35 @@ def test_inplace_pass_keeps_what_it_cannot_rewrite_safely(fn, reason):
     assert_close(xa, xe, what="input after the call")
 
 
+def _half_times_float(x, y):
+    x.mul_(y)  # stays float16 in eager; x.mul(y) alone would promote to float32
+    return x + 1
+
+
+def test_inplace_pass_keeps_the_written_dtype():
+    x, y = torch.randn(4).half(), torch.randn(4)
+    gm, _ = dynamo_graph(_half_times_float, x.clone(), y)
+    gm = InPlaceToOutOfPlacePass().run(gm, graph_name="g")
+    xa, xe = x.clone(), x.clone()
+    actual, expected = gm(xa, y)[0], _half_times_float(xe, y)
+    assert actual.dtype == torch.float16
+    assert torch.equal(actual, expected) and torch.equal(xa, xe)
+
+
+def _unsqueeze_in_place(x):
+    h = x + 1
+    h.unsqueeze_(0)
+    return h * 2
+
+
+def test_inplace_pass_keeps_ops_that_change_shape():
+    gm, _ = dynamo_graph(_unsqueeze_in_place, torch.randn(3))
+    gm = InPlaceToOutOfPlacePass().run(gm, graph_name="g")
+    assert [k["node"] for k in gm.meta["fx_inplace_kept"]] == ["unsqueeze_"]
+    x = torch.randn(3)
+    assert torch.equal(gm(x)[0], _unsqueeze_in_place(x))
+
+
 def test_inplace_pass_names_an_op_with_no_out_of_place_form():
     graph = fx.Graph()
     x = graph.placeholder("x")

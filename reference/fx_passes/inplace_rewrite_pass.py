@@ -34,6 +34,13 @@ from reference.fx_passes.base import FXPass, FXPassError
 
 COPY_BACK_TAG = "fx_copy_back"
 
+# In-place ops that change a tensor's shape or strides, not only its data: no copy back can give
+# the caller that, so they stay in place.
+_METADATA_INPLACE = frozenset(
+    {"squeeze_", "unsqueeze_", "t_", "transpose_", "resize_", "resize_as_", "as_strided_", "swapdims_",
+     "swapaxes_", "set_", "detach_"}
+)
+
 # In-place methods whose functional form is not a tensor method: use the ATen op.
 _ATEN_FALLBACK = {"copy_", "fill_", "zero_", "uniform_", "normal_", "bernoulli_", "exponential_", "random_"}
 
@@ -65,6 +72,9 @@ class InPlaceToOutOfPlacePass(FXPass):
                 kept.append({"node": node.name, "reason": "setitem has no single out-of-place op"})
                 continue
             if not _graph.is_inplace(node):
+                continue
+            if _op_name(node) in _METADATA_INPLACE:
+                kept.append({"node": node.name, "reason": f"{_graph.describe(node)} changes shape or strides, not only data"})
                 continue
             target = _graph.first_tensor_arg(node)
             if target is None:
@@ -156,8 +166,9 @@ class InPlaceToOutOfPlacePass(FXPass):
                 if fn is None:
                     raise self._no_form(node, graph_name)
                 new = graph.call_function(fn, args, kwargs)
-        new.meta.update({k: v for k, v in node.meta.items() if k in ("val", "example_value", "tensor_meta", "stack_trace")})
-        return new
+        if "stack_trace" in node.meta:
+            new.meta["stack_trace"] = node.meta["stack_trace"]
+        return _keep_dtype(graph, node, new)
 
     def _no_form(self, node: Node, graph_name: str) -> FXPassError:
         return FXPassError(
@@ -167,3 +178,49 @@ class InPlaceToOutOfPlacePass(FXPass):
             "place, or compile with options={'enable_fx_passes': False}",
             node=node.name,
         )
+
+
+def _op_name(node: Node) -> str:
+    if node.op == "call_method":
+        return str(node.target)
+    if isinstance(node.target, torch._ops.OpOverload):
+        return node.target._schema.name.split("::")[1]
+    return getattr(node.target, "__name__", "")
+
+
+def _example(node: Node):
+    return node.meta.get("example_value", node.meta.get("val")) if isinstance(node, Node) else node
+
+
+def _keep_dtype(graph, inplace: Node, new: Node) -> Node:
+    """An in-place op's result keeps its tensor's dtype; the functional form may promote
+    (``half.mul_(float)`` stays half, ``half.mul(float)`` is float). With Dynamo's recorded example
+    values, evaluate the functional form on them and cast back where the dtype differs."""
+    before = _example(inplace)
+    if not isinstance(before, torch.Tensor):
+        return new  # no recorded values (a hand-built graph): nothing to compare with
+    fake_mode = getattr(before, "fake_mode", None)
+    try:
+        args = torch.fx.node.map_arg(new.args, _example)
+        kwargs = torch.fx.node.map_arg(new.kwargs, _example)
+        with fake_mode if fake_mode is not None else _nullcontext():
+            after = getattr(args[0], new.target)(*args[1:], **kwargs) if new.op == "call_method" else new.target(*args, **kwargs)
+    except Exception:  # values we cannot evaluate on: keep the functional form as it is
+        return new
+    if not isinstance(after, torch.Tensor):
+        return new
+    new.meta["example_value"] = after
+    if after.dtype == before.dtype:
+        return new
+    with graph.inserting_after(new):
+        cast = graph.call_method("to", (new, before.dtype))
+    cast.meta["example_value"] = before
+    return cast
+
+
+class _nullcontext:
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return False
