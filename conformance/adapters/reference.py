@@ -65,7 +65,7 @@ class ReferenceImplementation(Implementation):
 
         class _Collect(logging.Handler):
             def emit(self, record: logging.LogRecord) -> None:
-                if record.msg.startswith("FX pass %r") and record.args:
+                if isinstance(record.msg, str) and record.msg.startswith("FX pass %r") and record.args:
                     ran.append(str(record.args[0]))
 
         logger = logging.getLogger("reference.fx_passes")

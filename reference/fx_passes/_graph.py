@@ -5,11 +5,11 @@ The passes run on Dynamo's graph, which mixes three spellings of the same op: te
 (``torch.ops.aten.add_.Tensor``, from hand-built or re-traced graphs). These helpers answer the
 questions the passes ask in all three spellings.
 
-Aliasing here is structural and conservative: an op that *may* return a view of its first
-argument (``reshape``, ``contiguous``, ``to``) counts as a view. Treating a copy as a view only
-makes the in-place rewrite skip a node it could have rewritten, and a view replayed by the
-aliasing rewrite gives the caller exactly what eager gives; treating a view as a copy would be
-wrong, so the table errs the other way.
+Aliasing here is structural. Some ops always return a view (``view``, ``t``, basic indexing);
+some return a view or a copy depending on the tensor (``reshape``, ``contiguous``, ``to``). Where
+Dynamo recorded example values, their storages decide; where it did not, the answer depends on
+who asks: :func:`is_view` says "no" (replaying a copy after a later write would change its value)
+and :func:`may_alias` says "yes" (rewriting a write that a view would have seen would be wrong).
 """
 
 from __future__ import annotations
@@ -20,20 +20,28 @@ from typing import Iterator
 import torch
 from torch.fx import GraphModule, Node
 
-# Tensor methods (and their torch.* function twins) whose result may share storage with the
+# Tensor methods (and their torch.* function twins) whose result always shares storage with the
 # first argument.
 VIEW_METHODS = frozenset(
     {
-        "view", "view_as", "reshape", "reshape_as", "transpose", "t", "permute", "expand", "expand_as",
-        "unsqueeze", "squeeze", "flatten", "unflatten", "narrow", "select", "as_strided", "detach",
-        "diagonal", "movedim", "moveaxis", "swapaxes", "swapdims", "unfold", "split", "split_with_sizes",
-        "chunk", "unbind", "tensor_split", "contiguous", "to", "type", "type_as", "float", "double",
-        "half", "bfloat16", "int", "long", "short", "bool", "char", "byte", "cpu", "real", "imag",
-        "view_as_real", "view_as_complex", "alias", "T", "mT", "H", "mH",
+        "view", "view_as", "transpose", "t", "permute", "expand", "expand_as", "unsqueeze", "squeeze",
+        "unflatten", "narrow", "select", "as_strided", "detach", "diagonal", "movedim", "moveaxis",
+        "swapaxes", "swapdims", "unfold", "split", "split_with_sizes", "chunk", "unbind", "tensor_split",
+        "real", "imag", "view_as_real", "view_as_complex", "alias", "T", "mT", "H", "mH",
+    }
+)
+
+# Ops that return a view of their first argument or a copy, depending on its layout, dtype or
+# device (``reshape`` of a contiguous tensor is a view, of a transposed one a copy).
+MAYBE_VIEW_METHODS = frozenset(
+    {
+        "reshape", "reshape_as", "flatten", "contiguous", "to", "type", "type_as", "float", "double",
+        "half", "bfloat16", "int", "long", "short", "bool", "char", "byte", "cpu",
     }
 )
 
 _VIEW_FUNCTIONS = {getattr(torch, name) for name in VIEW_METHODS if callable(getattr(torch, name, None))}
+_MAYBE_VIEW_FUNCTIONS = {getattr(torch, name) for name in MAYBE_VIEW_METHODS if callable(getattr(torch, name, None))}
 
 # Python's augmented assignment on tensors: mutates the left operand and returns it.
 INPLACE_OPERATORS: dict = {
@@ -85,21 +93,69 @@ def _overload_schema(node: Node):
     return None
 
 
-def is_view(node: Node) -> bool:
-    """Whether ``node`` may return (part of) its first argument's storage."""
+def _example(node) -> object:
+    return node.meta.get("example_value", node.meta.get("val")) if isinstance(node, Node) else None
+
+
+def _shares_storage(node: Node) -> bool | None:
+    """Whether Dynamo's recorded values say ``node`` shares storage with its first argument."""
+    src = first_tensor_arg(node)
+    a, b = _example(node), _example(src)
+    if not isinstance(a, torch.Tensor) or not isinstance(b, torch.Tensor):
+        return None
+    from torch.multiprocessing.reductions import StorageWeakRef
+
+    try:
+        return StorageWeakRef(a.untyped_storage()) == StorageWeakRef(b.untyped_storage())
+    except Exception:  # a tensor without storage (a sparse or nested value): unknown
+        return None
+
+
+def _basic_index(index) -> bool:
+    items = index if isinstance(index, tuple) else (index,)
+    return all(i is None or i is Ellipsis or isinstance(i, (int, slice)) for i in items)
+
+
+def _view_kind(node: Node) -> str | None:
+    """``"view"``, ``"maybe"`` or ``None`` (a fresh value) for what ``node`` returns."""
     if node.op == "call_method":
-        return node.target in VIEW_METHODS
+        if node.target in VIEW_METHODS:
+            return "view"
+        return "maybe" if node.target in MAYBE_VIEW_METHODS else None
     if node.op != "call_function":
-        return False
+        return None
     if node.target is operator.getitem:
-        return isinstance(node.args[0], Node)
+        src = node.args[0]
+        if not isinstance(src, Node):
+            return None
+        if _view_kind(src) == "view" and isinstance(node.args[1], int):  # an item of split/chunk/unbind
+            return "view"
+        return "view" if _basic_index(node.args[1]) else "maybe"
     if node.target in _VIEW_FUNCTIONS:
-        return True
+        return "view"
+    if node.target in _MAYBE_VIEW_FUNCTIONS:
+        return "maybe"
     schema = _overload_schema(node)
     if schema is not None and schema.returns and schema.arguments:
         ret = schema.returns[0].alias_info
-        return ret is not None and not ret.is_write
-    return False
+        return "view" if ret is not None and not ret.is_write else None
+    return None
+
+
+def is_view(node: Node) -> bool:
+    """Whether ``node`` certainly returns (part of) its first argument's storage."""
+    kind = _view_kind(node)
+    if kind == "maybe":
+        return bool(_shares_storage(node))
+    return kind == "view"
+
+
+def may_alias(node: Node) -> bool:
+    """Whether ``node`` may return (part of) its first argument's storage."""
+    kind = _view_kind(node)
+    if kind == "maybe":
+        return _shares_storage(node) is not False
+    return kind == "view"
 
 
 def is_inplace(node: Node) -> bool:
@@ -139,22 +195,24 @@ def first_tensor_arg(node: Node) -> Node | None:
     return None
 
 
-def alias_chain(node: Node) -> tuple[Node, list[Node]]:
+def alias_chain(node: Node, *, conservative: bool = False) -> tuple[Node, list[Node]]:
     """Follow views and in-place results back to the value whose storage ``node`` shares.
 
     Returns ``(base, views)``: ``views`` lists the view nodes from the base outward (in-place
-    results are skipped: they *are* their first argument).
+    results are skipped: they *are* their first argument). ``conservative`` follows ops that may
+    return a view (:func:`may_alias`) as well as those that certainly do (:func:`is_view`).
     """
+    viewish = may_alias if conservative else is_view
     views: list[Node] = []
     cur = node
     seen = set()
     while cur not in seen:
         seen.add(cur)
-        if is_inplace(cur) or is_view(cur):
+        if is_inplace(cur) or viewish(cur):
             src = first_tensor_arg(cur)
             if src is None:
                 break
-            if is_view(cur):
+            if viewish(cur):
                 views.append(cur)
             cur = src
             continue

@@ -81,7 +81,7 @@ class InPlaceToOutOfPlacePass(FXPass):
                 raise FXPassError(
                     self.name, graph_name, f"{_graph.describe(node)} writes into a value that is not a tensor in the graph", node=node.name
                 )
-            base, views = _graph.alias_chain(target)
+            base, views = _graph.alias_chain(target, conservative=True)
             base = origin.get(base, base)
             if views:
                 kept.append({"node": node.name, "reason": f"writes into a view of {base.name!r}"})
@@ -132,8 +132,8 @@ class InPlaceToOutOfPlacePass(FXPass):
         for other in graph.nodes:
             if other is node:
                 break
-            if other.op in ("call_function", "call_method") and _graph.is_view(other):
-                root, views = _graph.alias_chain(other)
+            if other.op in ("call_function", "call_method") and _graph.may_alias(other):
+                root, views = _graph.alias_chain(other, conservative=True)
                 if root in family and views and any(u in after and ALIAS_TAG not in u.meta for u in other.users):
                     return other
         return None
