@@ -123,3 +123,48 @@ def test_default_passes_preserve_values_and_writes_on_dynamo_graphs(program):
     for a, e in zip(actual[0], expected[0]):
         assert a.shape == e.shape and torch.equal(a, e), "output differs"
     assert torch.equal(actual[1], expected[1]) and torch.equal(actual[2], expected[2]), "inputs differ"
+
+
+def _storages(tensors):
+    return [t.untyped_storage().data_ptr() for t in tensors]
+
+
+@settings(max_examples=25)
+@given(program=programs())
+def test_caller_sees_eagers_aliasing_after_passes_and_aot_autograd(program):
+    """Which outputs share storage with an input or with each other is what eager gives.
+
+    The passes run, then AOT Autograd (which restores aliasing at runtime) with the ATen graph run
+    eagerly in place of torch-mlir and IREE: lowering does not change aliasing, so this keeps
+    the property cheap enough for many examples."""
+    from torch._dynamo.backends.common import aot_autograd
+
+    steps, outputs = program
+    fn = _build(steps, outputs)
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randn(2, 3, generator=g), torch.randn(2, 3, generator=g)
+    xe, ye = x.clone(), y.clone()
+    try:
+        expected = fn(xe, ye)
+    except RuntimeError:
+        return
+    aot = aot_autograd(fw_compiler=lambda gm, _: gm)
+
+    def backend(gm, example_inputs, **_):
+        gm = get_default_pass_manager().run_passes(gm, graph_name="prop", target_device="cpu")
+        return aot(gm, example_inputs)
+
+    torch._dynamo.reset()
+    try:
+        with torch.no_grad():
+            actual = torch.compile(fn, backend=backend, fullgraph=True, dynamic=False)(x, y)
+    finally:
+        torch._dynamo.reset()
+    for a, e in zip(actual, expected):
+        assert torch.equal(a, e)
+    assert torch.equal(x, xe) and torch.equal(y, ye)
+    ref = _storages([xe, ye])
+    got = _storages([x, y])
+    exp_rel = [[s == r for r in ref] + [s == o for o in _storages(expected)] for s in _storages(expected)]
+    act_rel = [[s == r for r in got] + [s == o for o in _storages(actual)] for s in _storages(actual)]
+    assert act_rel == exp_rel, "storage sharing differs from eager"

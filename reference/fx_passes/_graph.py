@@ -97,8 +97,15 @@ def _example(node) -> object:
     return node.meta.get("example_value", node.meta.get("val")) if isinstance(node, Node) else None
 
 
+# Set on a node whose inputs a pass replaced: its recorded example value describes the old inputs.
+STALE_VALUE = "fx_example_value_stale"
+
+
 def _shares_storage(node: Node) -> bool | None:
-    """Whether Dynamo's recorded values say ``node`` shares storage with its first argument."""
+    """Whether Dynamo's recorded values say ``node`` shares storage with its first argument
+    (``None``: unknown)."""
+    if node.meta.get(STALE_VALUE):
+        return None
     src = first_tensor_arg(node)
     a, b = _example(node), _example(src)
     if not isinstance(a, torch.Tensor) or not isinstance(b, torch.Tensor):

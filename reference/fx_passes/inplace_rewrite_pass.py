@@ -108,6 +108,8 @@ class InPlaceToOutOfPlacePass(FXPass):
                 for old in after if passed else before:
                     if old in later.all_input_nodes:
                         later.replace_input_with(old, functional)
+                        # Whether it shares storage with its new input is no longer recorded.
+                        later.meta[_graph.STALE_VALUE] = True
             current[base] = functional
             origin[functional] = base
             rewrites.append({"node": node.name, "op": _graph.describe(node), "base": base.name, "now": functional.name})
