@@ -99,6 +99,11 @@ def test_a_bad_enable_fx_passes_value_is_rejected(impl):
         impl.compile(_small, options={"enable_fx_passes": "no"}, fullgraph=True)(torch.randn(3))
 
 
+def test_a_bad_target_device_is_named(impl):
+    with pytest.raises(Exception, match="target_device"):
+        impl.compile(_small, options={"target_device": "not-a-device"}, fullgraph=True)(torch.randn(3))
+
+
 # --- what the caller sees with the passes on --------------------------------------------------
 
 

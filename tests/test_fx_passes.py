@@ -557,3 +557,16 @@ def test_pipeline_with_a_buffer_writing_kernel_matches_eager():
     actual = compile_with(get_default_pass_manager(), _calls_kernel)(x, out)
     assert_close(actual, expected, what="result")
     assert_close(out, out_e, what="buffer the kernel wrote")
+
+
+@pytest.mark.parametrize("name", ["mlp", "decoder_decode"])
+@pytest.mark.parametrize("pass_name", DEFAULT_ORDER)
+def test_each_pass_alone_keeps_the_compiled_fixture_equal_to_eager(name, pass_name):
+    (only,) = [p for p in get_default_pass_manager().passes if p.name == pass_name]
+    model, args = fixtures.build(name)
+    ref_model, ref_args = fixtures.build(name)
+    with torch.no_grad():
+        expected = ref_model(*ref_args)
+        actual = compile_with(manager_of(only), model)(*args)
+    assert_close(actual, expected, what=f"{name} with {pass_name}")
+    assert_close(list(args), list(ref_args), what=f"{name} inputs after the call")
