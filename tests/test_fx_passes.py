@@ -570,3 +570,31 @@ def test_each_pass_alone_keeps_the_compiled_fixture_equal_to_eager(name, pass_na
         actual = compile_with(manager_of(only), model)(*args)
     assert_close(actual, expected, what=f"{name} with {pass_name}")
     assert_close(list(args), list(ref_args), what=f"{name} inputs after the call")
+
+
+@torch.library.custom_op("fx_pass_tests::shift_into_and_total", mutates_args=("out",))
+def shift_into_and_total(x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+    out.copy_(x + 1)
+    return (x * 2).sum(dim=0)
+
+
+@shift_into_and_total.register_fake
+def _(x, out):
+    return x.new_empty(x.shape[1:])
+
+
+def _calls_returning_kernel(x, out):
+    total = shift_into_and_total(x, out)
+    return total * out.mean()
+
+
+def test_a_kernel_that_also_returns_a_value_is_inlined_and_matches_eager():
+    x = torch.randn(3, 4)
+    gm, _ = dynamo_graph(_calls_returning_kernel, x, torch.zeros(3, 4))
+    gm = NkiKernelWriteBackendConfigPass().run(gm, graph_name="g")
+    assert [c["inlined"] for c in gm.meta["kernel_write_back"]] == [True]
+    out, out_e = torch.zeros(3, 4), torch.zeros(3, 4)
+    expected = _calls_returning_kernel(x, out_e)
+    actual = compile_with(get_default_pass_manager(), _calls_returning_kernel)(x, out)
+    assert_close(actual, expected, what="result")
+    assert_close(out, out_e, what="buffer the kernel wrote")

@@ -137,6 +137,10 @@ class NkiKernelWriteBackendConfigPass(FXPass):
             log.debug("kernel %s not inlined: %s", config["kernel"], exc)
             return False, f"its implementation could not be traced ({type(exc).__name__}: {exc})"
 
+        traced_out = next(iter(traced.graph.find_nodes(op="output"))).args[0]
+        if node.users and not _maps_onto_uses(node, traced_out):
+            return False, "its traced result does not match how the graph uses the call's result"
+
         env: dict[Node, Node] = {}
         placeholders = iter(values[i] for i in tensor_slots)
         result = None
@@ -171,6 +175,20 @@ def _bind(node: Node, schema) -> list:
         else:
             raise ValueError(f"argument {formal.name!r} is missing")
     return values
+
+
+def _maps_onto_uses(node: Node, traced_out) -> bool:
+    import operator
+
+    if isinstance(traced_out, Node):
+        return True
+    if isinstance(traced_out, (list, tuple)):
+        return all(
+            u.op == "call_function" and u.target is operator.getitem and isinstance(u.args[1], int)
+            and u.args[1] < len(traced_out) and isinstance(traced_out[u.args[1]], Node)
+            for u in node.users
+        )
+    return False
 
 
 def _replace_result(node: Node, result) -> None:
