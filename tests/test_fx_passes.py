@@ -368,6 +368,20 @@ def test_inplace_pass_keeps_ops_that_change_shape():
     assert torch.equal(gm(x)[0], _unsqueeze_in_place(x))
 
 
+def _writes_one_input_reads_another(a, b):
+    a.add_(1)
+    return b * 1
+
+
+def test_inplace_pass_keeps_a_write_into_an_input_another_input_aliases():
+    x = torch.zeros(2, 3)
+    gm, _ = dynamo_graph(_writes_one_input_reads_another, x, x[0])
+    gm = InPlaceToOutOfPlacePass().run(gm, graph_name="g")
+    assert [k["reason"] for k in gm.meta["fx_inplace_kept"]] == ["input 'l_a_' shares storage with input 'l_b_'"]
+    x = torch.zeros(2, 3)
+    assert torch.equal(gm(x, x[0])[0], torch.ones(3)), "b is a view of a: it sees the write, as in eager"
+
+
 def test_inplace_pass_names_an_op_with_no_out_of_place_form():
     graph = fx.Graph()
     x = graph.placeholder("x")

@@ -118,6 +118,30 @@ def _shares_storage(node: Node) -> bool | None:
         return None
 
 
+def aliased_inputs(gm: GraphModule, node: Node) -> list[Node]:
+    """Other graph inputs that Dynamo's recorded values say share storage with input ``node``
+    (a caller passing ``x`` and ``x[0]``). Without recorded values: none known."""
+    val = _example(node)
+    if not isinstance(val, torch.Tensor):
+        return []
+    from torch.multiprocessing.reductions import StorageWeakRef
+
+    try:
+        ref = StorageWeakRef(val.untyped_storage())
+    except Exception:
+        return []
+    out = []
+    for other in gm.graph.find_nodes(op="placeholder"):
+        ov = _example(other)
+        if other is not node and isinstance(ov, torch.Tensor):
+            try:
+                if StorageWeakRef(ov.untyped_storage()) == ref:
+                    out.append(other)
+            except Exception:
+                continue
+    return out
+
+
 def _basic_index(index) -> bool:
     items = index if isinstance(index, tuple) else (index,)
     return all(i is None or i is Ellipsis or isinstance(i, (int, slice)) for i in items)

@@ -14,7 +14,10 @@ Left in place, on purpose (AOT Autograd's functionalization handles them correct
 
 - a write into a view (``x[0].zero_()``, ``x.view(-1).add_(1)``): the base must be updated too;
 - a write into a tensor that has a view read after the write: the view must see the new data;
-- ``operator.setitem`` (``x[i] = v``), which has no single out-of-place op.
+- ``operator.setitem`` (``x[i] = v``), which has no single out-of-place op;
+- a write into a graph input that shares storage with another input (the caller passed ``x`` and
+  ``x[0]``), as far as Dynamo's recorded example values tell;
+- ops that change shape or strides (``unsqueeze_``, ``t_``, ``resize_``, ...).
 
 Each skip is recorded in ``gm.meta["fx_inplace_kept"]`` with its reason; each rewrite in
 ``gm.meta["fx_inplace_rewrites"]``. An in-place op with no out-of-place form raises
@@ -86,6 +89,11 @@ class InPlaceToOutOfPlacePass(FXPass):
             if views:
                 kept.append({"node": node.name, "reason": f"writes into a view of {base.name!r}"})
                 continue
+            if base.op == "placeholder" and base not in current:
+                shared = _graph.aliased_inputs(gm, base)
+                if shared:
+                    kept.append({"node": node.name, "reason": f"input {base.name!r} shares storage with input {shared[0].name!r}"})
+                    continue
             family = {base, current.get(base, base)}
             live_view = self._live_view(graph, node, family)
             if live_view is not None:
