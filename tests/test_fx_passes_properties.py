@@ -47,6 +47,12 @@ def programs(draw):
     return steps, outputs
 
 
+@st.composite
+def programs_and_inputs(draw):
+    """A program and whether the caller passes ``y`` as a view of ``x`` (aliased inputs)."""
+    return draw(programs()), draw(st.booleans(), label="y views x")
+
+
 def _build(steps, outputs):
     def program(x, y):
         values = [x, y]
@@ -73,8 +79,9 @@ def _build(steps, outputs):
     return program
 
 
-def _run(fn, x, y):
-    xa, ya = x.clone(), y.clone()
+def _run(fn, x, y, aliased=False):
+    xa = x.clone()
+    ya = xa[:, :] if aliased else y.clone()
     out = fn(xa, ya)
     return [o.clone() for o in out], xa, ya
 
@@ -103,21 +110,21 @@ def _passes_then_eager(gm, example_inputs, **_):
 
 
 @settings(max_examples=25)
-@given(program=programs())
-def test_default_passes_preserve_values_and_writes_on_dynamo_graphs(program):
+@given(case=programs_and_inputs())
+def test_default_passes_preserve_values_and_writes_on_dynamo_graphs(case):
     """The same property on Dynamo's graphs, whose recorded example values decide whether a
-    ``reshape`` is a view."""
-    steps, outputs = program
+    ``reshape`` is a view, and whether two inputs share storage."""
+    (steps, outputs), aliased = case
     fn = _build(steps, outputs)
     g = torch.Generator().manual_seed(0)
     x, y = torch.randn(2, 3, generator=g), torch.randn(2, 3, generator=g)
     try:
-        expected = _run(fn, x, y)
+        expected = _run(fn, x, y, aliased)
     except RuntimeError:
         return
     torch._dynamo.reset()
     try:
-        actual = _run(torch.compile(fn, backend=_passes_then_eager, fullgraph=True, dynamic=False), x, y)
+        actual = _run(torch.compile(fn, backend=_passes_then_eager, fullgraph=True, dynamic=False), x, y, aliased)
     finally:
         torch._dynamo.reset()
     for a, e in zip(actual[0], expected[0]):
@@ -130,8 +137,8 @@ def _storages(tensors):
 
 
 @settings(max_examples=25)
-@given(program=programs())
-def test_caller_sees_eagers_aliasing_after_passes_and_aot_autograd(program):
+@given(case=programs_and_inputs())
+def test_caller_sees_eagers_aliasing_after_passes_and_aot_autograd(case):
     """Which outputs share storage with an input or with each other is what eager gives.
 
     The passes run, then AOT Autograd (which restores aliasing at runtime) with the ATen graph run
@@ -139,11 +146,13 @@ def test_caller_sees_eagers_aliasing_after_passes_and_aot_autograd(program):
     the property cheap enough for many examples."""
     from torch._dynamo.backends.common import aot_autograd
 
-    steps, outputs = program
+    (steps, outputs), aliased = case
     fn = _build(steps, outputs)
     g = torch.Generator().manual_seed(0)
     x, y = torch.randn(2, 3, generator=g), torch.randn(2, 3, generator=g)
     xe, ye = x.clone(), y.clone()
+    if aliased:
+        y, ye = x[:, :], xe[:, :]
     try:
         expected = fn(xe, ye)
     except RuntimeError:
