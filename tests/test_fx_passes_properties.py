@@ -33,7 +33,9 @@ def programs(draw):
             kinds.append("slice")
         kind = draw(st.sampled_from(kinds), label="kind")
         if kind == "inplace":
+            # The in-place result (the operand itself) becomes a value too.
             steps.append(("inplace", src, draw(st.sampled_from(INPLACE), label="op")))
+            ndims.append(ndims[src])
             continue
         nd = ndims[src]
         if kind == "t" and nd > 2:
@@ -59,7 +61,7 @@ def _build(steps, outputs):
         for kind, src, op in steps:
             v = values[src]
             if kind == "inplace":
-                getattr(v, op)(*_INPLACE_ARGS[op])
+                values.append(getattr(v, op)(*_INPLACE_ARGS[op]))
             elif kind == "fresh":
                 values.append(v * 2 + 1)
             elif kind == "reshape":

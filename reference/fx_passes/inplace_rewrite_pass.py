@@ -106,8 +106,10 @@ class InPlaceToOutOfPlacePass(FXPass):
             # Before the copy point every read of the written value reads the new one. After it
             # (replayed output aliases, the output) an input is read directly: the copy back has
             # given it its final value.
-            before = {base, holder, node}
-            after = {node} | ({holder} - {base}) | (set() if observable else {base})
+            # Kept in-place ops on the same tensor earlier on return it too: read like the base.
+            same = {base} | self._identity_aliases(graph, node, base, origin)
+            before = same | {holder, node}
+            after = {node} | ({holder} - {base}) | (set() if observable else same)
             passed = False
             for later in list(_graph.nodes_after(functional)):
                 if later is node:
@@ -134,6 +136,19 @@ class InPlaceToOutOfPlacePass(FXPass):
         gm.meta["fx_inplace_rewrites"] = gm.meta.get("fx_inplace_rewrites", []) + rewrites
         gm.meta["fx_inplace_kept"] = gm.meta.get("fx_inplace_kept", []) + kept
         return _graph.finish(gm) if rewrites else gm
+
+    @staticmethod
+    def _identity_aliases(graph, node: Node, base: Node, origin: dict[Node, Node]) -> set[Node]:
+        """In-place ops left in the graph before ``node`` that write ``base`` itself (they return it)."""
+        found = set()
+        for other in graph.nodes:
+            if other is node:
+                break
+            if other.op in ("call_function", "call_method") and _graph.is_inplace(other):
+                root, views = _graph.alias_chain(other, conservative=True)
+                if not views and origin.get(root, root) is base:
+                    found.add(other)
+        return found
 
     @staticmethod
     def _live_view(graph, node: Node, family: set[Node]) -> Node | None:
