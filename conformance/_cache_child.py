@@ -45,7 +45,7 @@ def main() -> int:
     import torch
 
     import fixtures
-    from conformance.implementation import load_implementation
+    from conformance.implementation import NotSupported, load_implementation
 
     impl = load_implementation(ns.impl)
     model, args = fixtures.build(ns.fixture)
@@ -71,6 +71,10 @@ def main() -> int:
             code = 3
     result["warnings"] = [str(w.message) for w in caught]
     result["compiler_invocations"] = impl.compiler_invocations()
+    try:
+        result["lowerings"] = impl.lowerings()
+    except NotSupported:
+        result["lowerings"] = None
     tmp = f"{ns.out}.tmp"
     with open(tmp, "w", encoding="utf-8") as fh:
         json.dump(result, fh)

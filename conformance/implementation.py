@@ -122,6 +122,10 @@ class Implementation:
         (the holding process) and ``key``."""
         raise NotSupported("compiles_in_progress")
 
+    def lowerings(self) -> int:
+        """How many graphs this process has lowered to HLO (an HLO-cache hit is not a lowering)."""
+        raise NotSupported("lowerings")
+
     # --- per-graph compiler arguments and the compile flows (issue 6) ---------------------------
     # (adapter methods for the compiler-argument contract go here)
 

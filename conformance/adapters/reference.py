@@ -106,6 +106,11 @@ class ReferenceImplementation(Implementation):
         notes = self._neff_cache(root).holders()
         return [n for n in notes if isinstance(n.get("pid"), int) and _pid_alive(n["pid"])]
 
+    def lowerings(self) -> int:
+        from reference.compile.metrics import METRICS
+
+        return METRICS.counters().get("lowerings", 0)
+
     # --- per-graph compiler arguments and the compile flows (issue 6) ---------------------------
     # (adapter methods for the compiler-argument contract go here)
 

@@ -18,6 +18,7 @@ import torch
 
 from reference.cache.key import create_cache_hash, tool_versions
 from reference.cache.errors import CacheFallbackWarning, CacheWriteError
+from reference.cache.hlo_cache import lower_cached
 from reference.cache.neff_cache import NeffCache
 from reference.compile import env
 from reference.compile.compiler_driver import CompilerDriver
@@ -173,7 +174,7 @@ def compile_aten_graph(
 ) -> CompiledGraph:
     """Lower, build (or fetch) and load one ATen graph, recording its metrics."""
     start = time.perf_counter()
-    lowered = lower_to_stablehlo(aten_gm, graph_name=graph_name)
+    lowered = lower_cached(aten_gm, graph_name=graph_name, lower=lower_to_stablehlo)  # HLO cache first
     lower_us = int((time.perf_counter() - start) * 1e6)
     built = build_artifact(lowered, compiler_args, graph_name=graph_name)
     METRICS.record(
