@@ -57,7 +57,7 @@ def dirs(tmp_path, monkeypatch):
     return tmp_path
 
 
-def _meta(lowered, key="k" * 32):
+def _meta(lowered):
     from reference.cache.key import create_cache_hash
 
     k, breakdown = create_cache_hash(lowered.hlo, ARGS, lowered.input_specs, breakdown=True)
