@@ -46,11 +46,16 @@ def test_locations_are_stripped_and_nothing_else():
 
 
 @settings(max_examples=50)
-@given(text=st.text(alphabet="abcl(o) \n\"", max_size=3000), cut=st.integers(0, 3000))
-def test_the_streamed_digest_equals_the_digest_of_the_canonical_text(text, cut):
-    padded = "x" * (cut % 600_000) + text  # crosses chunk boundaries
-    assert hlo_digest(padded) == hashlib.sha256(canonical_hlo(padded)).hexdigest()
-    assert hlo_digest(padded.encode()) == hlo_digest(padded)
+@given(body=st.lists(st.text(alphabet="abc%=() \"", max_size=60), max_size=40), pad=st.integers(0, 600_000))
+def test_the_streamed_digest_equals_the_digest_of_the_canonical_text(body, pad):
+    lines = ["x" * pad, *body]  # the padding pushes lines across chunk boundaries
+    plain = "\n".join(lines) + "\n}\n"
+    located = "\n".join(f"{ln} loc(#loc{i})" for i, ln in enumerate(lines)) + "\n} loc(#loc)\n#loc = loc(unknown)\n"
+    expected = hashlib.sha256(canonical_hlo(plain)).hexdigest()
+    assert hlo_digest(plain) == expected == hashlib.sha256(plain.encode()).hexdigest()
+    assert hlo_digest(plain.encode()) == expected
+    assert hlo_digest(located) == expected
+    assert hlo_digest(located.encode()) == expected
 
 
 def test_spec_forms_agree():

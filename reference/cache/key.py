@@ -6,7 +6,9 @@ the named component digests together into 32 hex characters. Each component has 
 form:
 
 - the HLO: source locations (``loc(...)`` annotations and ``#locN = loc(...)`` aliases) are
-  removed, so debug metadata never splits the cache; everything else is hashed byte for byte;
+  removed, so debug metadata never splits the cache; everything else is hashed byte for byte.
+  Locations are recognised as MLIR prints them: a text printed with debug info ends with the
+  module's location or the alias table, so only the last 4 kB decide whether to strip;
 - the compiler arguments: parsed into ``(flag, value)`` pairs in order (``--lnc 2``,
   ``--lnc=2`` and ``"--lnc   2"`` are one pair; ``-O3`` and ``--optlevel 3`` are one pair), so
   whitespace and token splitting do not matter while a value never detaches from its flag. Order
@@ -64,21 +66,33 @@ def canonical_hlo(hlo: str | bytes) -> bytes:
 
 
 _CHUNK = 1 << 18
+_TAIL = 4096
+
+
+def _printed_with_locations(tail: bytes) -> bool:
+    """Whether MLIR printed this text with debug info.
+
+    With debug info on, the printer gives every operation a location, the module included, and
+    the module's own ``loc(...)`` (or the ``#loc`` alias table) closes the text. So the last few
+    kilobytes tell, and the rest of a 10 MB text need not be searched.
+    """
+    return b"loc(" in tail
 
 
 def hlo_digest(hlo: str | bytes) -> str:
-    """sha256 of :func:`canonical_hlo`, streamed in cache-sized chunks (no full-size copy of the
-    text is made unless it carries source locations)."""
+    """sha256 of the HLO bytes the key digests (:func:`canonical_hlo` when the text carries
+    locations), streamed in cache-sized chunks without a full-size copy of the text."""
     if isinstance(hlo, str):
+        if _printed_with_locations(hlo[-_TAIL:].encode()):
+            return _digest(canonical_hlo(hlo))
         h = hashlib.sha256()
         for i in range(0, len(hlo), _CHUNK):
-            # The overlap of 3 characters finds a "loc(" that straddles two chunks.
-            piece = hlo[i : i + _CHUNK + 3].encode()
-            if b"loc(" in piece:
-                return _digest(canonical_hlo(hlo))
-            h.update(piece[:_CHUNK])
+            h.update(hlo[i : i + _CHUNK].encode())
         return h.hexdigest()
-    return _digest(canonical_hlo(hlo))
+    data = bytes(hlo)
+    if _printed_with_locations(data[-_TAIL:]):
+        return _digest(canonical_hlo(data))
+    return _digest(data)
 
 
 def _spec_json(spec: Any) -> Any:
