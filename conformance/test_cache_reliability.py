@@ -73,6 +73,13 @@ class Child:
         self.proc.wait()
 
 
+@pytest.fixture(autouse=True)
+def _cache_capabilities(impl, tmp_path):
+    """Skip (with the reason) before starting processes when the adapter lacks what they use."""
+    impl.cache_env(str(tmp_path / "probe"))
+    impl.compiler_invocations()
+
+
 @pytest.fixture(scope="module")
 def expected() -> list:
     model, args = fixtures.build(FIXTURE)

@@ -13,7 +13,13 @@ import re
 
 import pytest
 
-from conformance.test_cache_reliability import Child, _check_outputs, _spec, expected  # noqa: F401  (fixture)
+from conformance.test_cache_reliability import (  # noqa: F401  (fixtures)
+    Child,
+    _cache_capabilities,
+    _check_outputs,
+    _spec,
+    expected,
+)
 
 
 @pytest.fixture(scope="module")
