@@ -508,3 +508,30 @@ def compile_spmd_graph(
     compiled = CompiledGraph(built, loaded, aten_gm)
     compiled.program = program
     return compiled
+
+
+def lower_texts(model, args: tuple, kwargs: dict | None = None, options=None) -> list[str]:
+    """The keyed text of every graph of ``model(*args, **kwargs)``: the whole-program text for a
+    graph with collectives, the StableHLO module otherwise. Runs the model eagerly; compiles nothing."""
+    from reference.compile.backend import compile_fx_graph
+    from reference.compile.pipeline import has_collectives
+
+    texts: list[str] = []
+
+    def handler(aten_gm, *, graph_name, **_):
+        if has_collectives(aten_gm):
+            texts.append(lower_program(aten_gm, graph_name=graph_name).text)
+        else:
+            texts.append(lower_to_stablehlo(aten_gm, graph_name=graph_name).hlo)
+        return aten_gm
+
+    def backend(gm, example_inputs, **_):
+        return compile_fx_graph(gm, example_inputs, options, seam="lower", handler=handler)
+
+    torch._dynamo.reset()
+    try:
+        with torch.no_grad():
+            torch.compile(model, backend=backend, dynamic=False)(*args, **(kwargs or {}))
+    finally:
+        torch._dynamo.reset()
+    return texts
