@@ -535,3 +535,40 @@ def lower_texts(model, args: tuple, kwargs: dict | None = None, options=None) ->
     finally:
         torch._dynamo.reset()
     return texts
+
+
+def build_only(model, args: tuple, kwargs: dict | None = None, options=None) -> dict[str, str]:
+    """Trace, lower and build (or fetch) the artifact of every graph of ``model(*args, **kwargs)``
+    without running anything: no collective is executed, so one rank can build a multi-rank
+    program alone. Returns ``{graph name: key}``. The call's outputs are zeros."""
+    from reference.compile.backend import compile_fx_graph
+    from reference.compile.pipeline import build_artifact, has_collectives
+
+    keys: dict[str, str] = {}
+
+    def handler(aten_gm, *, graph_name, compiler_args, **_):
+        if has_collectives(aten_gm):
+            program = lower_program(aten_gm, graph_name=graph_name)
+            built = build_artifact(program.lowered(), compiler_args, graph_name=graph_name, driver=ProgramCompiler(program))
+            specs = program.output_specs
+        else:
+            lowered = lower_to_stablehlo(aten_gm, graph_name=graph_name)
+            built = build_artifact(lowered, compiler_args, graph_name=graph_name)
+            specs = lowered.output_specs
+        keys[graph_name] = built.key
+
+        def zeros(*_args):
+            return [torch.zeros(s.shape, dtype=getattr(torch, s.dtype)) for s in specs]
+
+        return zeros
+
+    def backend(gm, example_inputs, **_):
+        return compile_fx_graph(gm, example_inputs, options, seam="build_only", handler=handler)
+
+    torch._dynamo.reset()
+    try:
+        with torch.no_grad():
+            torch.compile(model, backend=backend, dynamic=False)(*args, **(kwargs or {}))
+    finally:
+        torch._dynamo.reset()
+    return keys
