@@ -108,8 +108,8 @@ def _all_four(x: torch.Tensor, rank: torch.Tensor, group) -> tuple[torch.Tensor,
     import torch.distributed._functional_collectives as funcol
 
     y = funcol.all_reduce(x * 2 + rank, "sum", group)
-    z = funcol.all_gather_tensor(y, 0, group)
-    s = funcol.reduce_scatter_tensor(torch.tanh(z), "sum", 0, group)
+    z = funcol.all_gather_single(y, 0, group)
+    s = funcol.reduce_scatter_single(torch.tanh(z), "sum", 0, group)
     a = funcol.all_to_all_single(s * 3, None, None, group)
     return a + 1, funcol.all_reduce(y.amax(dim=0), "max", group)
 

@@ -69,3 +69,24 @@ def test_union_of_ranks_is_taken_across_graphs():
     staged = {"prefill": {"p": [0, 1, 2, 3]}, "decode": {"d": [0, 1, 2]}}
     [s] = find_splinters(staged)
     assert (s.graph, s.key, s.missing) == ("decode", "d", (3,))
+
+
+def test_staged_groups_read_rank_markers(tmp_path):
+    """Staged entries are stand-ins with the attributes parallel_compile's entries have (key, path)."""
+    from types import SimpleNamespace
+
+    from reference.spmd.guards import check_staged_groups, mark_staged_rank
+
+    def entry(key, ranks):
+        d = tmp_path / key
+        for r in ranks:
+            mark_staged_rank(str(d), r)
+        return SimpleNamespace(key=key, path=str(d), metadata=None)
+
+    collapsed = {"prefill": [entry("p", [0, 1, 2, 3])], "decode": [entry("d", [0, 1, 2, 3])]}
+    assert check_staged_groups(collapsed, strict=True) == []
+    fanned = {"prefill": [entry("p0", [0, 1]), entry("p1", [2, 3])]}
+    with pytest.raises(SplinterError, match="p0"):
+        check_staged_groups(fanned, strict=True)
+    # a single-process capture records no ranks: nothing to check
+    assert check_staged_groups({"g": [SimpleNamespace(key="k", path=str(tmp_path / "none"), metadata=None)]}, strict=True) == []

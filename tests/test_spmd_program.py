@@ -35,8 +35,8 @@ def group(tmp_path_factory):
 def _all_four(group):
     def fn(x, rank):
         y = funcol.all_reduce(x * 2 + rank, "sum", group)
-        z = funcol.all_gather_tensor(y, 0, group)
-        s = funcol.reduce_scatter_tensor(torch.tanh(z), "sum", 0, group)
+        z = funcol.all_gather_single(y, 0, group)
+        s = funcol.reduce_scatter_single(torch.tanh(z), "sum", 0, group)
         return funcol.all_to_all_single(s, None, None, group) + 1
 
     return fn

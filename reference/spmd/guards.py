@@ -205,3 +205,47 @@ def gather_staged(keys_by_graph: Mapping[str, str], group=None) -> dict[str, dic
         for graph, key in mapping.items():
             staged.setdefault(graph, {}).setdefault(key, []).append(rank)
     return staged
+
+
+RANKS_DIR = "ranks"
+
+
+def staged_ranks(entry) -> set[int]:
+    """The ranks that staged one hash directory: a marker file per rank under ``<dir>/ranks/``,
+    plus any recorded in the entry's metadata (``extra["ranks"]``, ``rank``)."""
+    import os
+
+    ranks: set[int] = set()
+    path = getattr(entry, "path", None)
+    marker_dir = os.path.join(path, RANKS_DIR) if path else None
+    if marker_dir and os.path.isdir(marker_dir):
+        ranks.update(int(n) for n in os.listdir(marker_dir) if n.isdigit())
+    meta = getattr(entry, "metadata", None)
+    if meta is not None:
+        ranks.update(int(r) for r in (getattr(meta, "extra", None) or {}).get("ranks", []))
+        if getattr(meta, "rank", None) is not None:
+            ranks.add(int(meta.rank))
+    return ranks
+
+
+def mark_staged_rank(entry_dir: str, rank: int) -> None:
+    """Record that ``rank`` staged the hash directory ``entry_dir`` (an empty marker file; safe
+    when several ranks stage the same directory at once)."""
+    import os
+
+    os.makedirs(os.path.join(entry_dir, RANKS_DIR), exist_ok=True)
+    with open(os.path.join(entry_dir, RANKS_DIR, str(int(rank))), "w", encoding="utf-8"):
+        pass
+
+
+def check_staged_groups(groups, *, strict: bool | None = None) -> list[Splinter]:
+    """The single-artifact check over ``parallel_compile``'s staged groups
+    (``{graph name: [staged entries]}``; an entry has ``key`` and ``path``/``metadata``).
+    Entries that carry no rank information are left out (a single-process capture)."""
+    staged: dict[str, dict[str, list[int]]] = {}
+    for graph, entries in groups.items():
+        for entry in entries:
+            ranks = staged_ranks(entry)
+            if ranks:
+                staged.setdefault(graph, {}).setdefault(entry.key, []).extend(sorted(ranks))
+    return check_single_artifact(staged, strict=strict) if staged else []
