@@ -22,7 +22,8 @@ from conformance.launcher import launch
 from conformance.snapshots import MlirSnapshotExtension
 from conformance.tolerances import assert_close
 
-pytestmark = pytest.mark.slow
+# One launch per world size per module: under xdist keep the module on one worker (--dist loadgroup).
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("spmd_ranks")]
 
 SCENARIOS_2 = ["decoder_spmd", "decoder_mpmd_default", "decoder_mpmd_strict", "collectives", "layers"]
 SCENARIOS_4 = ["decoder_spmd", "collectives"]
