@@ -112,3 +112,22 @@ def test_bundle_round_trips():
     manifest = {"steps": [{"op": "piece", "index": 0}], "inputs": ["in0"], "outputs": ["v1"]}
     blob = pack_bundle(manifest, [b"abc", b"", b"\x00\x01"])
     assert unpack_bundle(blob) == (manifest, [b"abc", b"", b"\x00\x01"])
+
+
+def test_replica_groups_pass_body_annotates_dynamo_graph_collectives(group):
+    from reference.spmd.collectives import is_collective
+    from reference.spmd.passes import collective_replica_groups
+
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    torch._dynamo.reset()
+    torch.compile(_all_four(group), backend=backend)(torch.ones(4, 2), rank_tensor(0))
+    torch._dynamo.reset()
+    gm = collective_replica_groups(graphs[0])
+    collectives = [n for n in gm.graph.nodes if is_collective(n)]
+    assert len(collectives) == 4
+    assert all(n.meta["replica_groups"] == [[0]] and n.meta["channel_id"] >= 1 for n in collectives)

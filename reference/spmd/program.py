@@ -537,24 +537,33 @@ def lower_texts(model, args: tuple, kwargs: dict | None = None, options=None) ->
     return texts
 
 
-def build_only(model, args: tuple, kwargs: dict | None = None, options=None) -> dict[str, str]:
+def build_only(model, args: tuple, kwargs: dict | None = None, options=None, stats: dict | None = None) -> dict[str, str]:
     """Trace, lower and build (or fetch) the artifact of every graph of ``model(*args, **kwargs)``
     without running anything: no collective is executed, so one rank can build a multi-rank
-    program alone. Returns ``{graph name: key}``. The call's outputs are zeros."""
+    program alone. Returns ``{graph name: key}``. The call's outputs are zeros. ``stats``, when
+    given, receives ``lower_s`` (splitting and lowering) and ``build_s`` (cache lookup, waiting on
+    the key's lock, compiling)."""
     from reference.compile.backend import compile_fx_graph
     from reference.compile.pipeline import build_artifact, has_collectives
 
     keys: dict[str, str] = {}
 
+    timings = stats if stats is not None else {}
+    timings.setdefault("lower_s", 0.0)
+    timings.setdefault("build_s", 0.0)
+
     def handler(aten_gm, *, graph_name, compiler_args, **_):
+        t0 = time.perf_counter()
         if has_collectives(aten_gm):
             program = lower_program(aten_gm, graph_name=graph_name)
-            built = build_artifact(program.lowered(), compiler_args, graph_name=graph_name, driver=ProgramCompiler(program))
-            specs = program.output_specs
+            lowered, driver, specs = program.lowered(), ProgramCompiler(program), program.output_specs
         else:
             lowered = lower_to_stablehlo(aten_gm, graph_name=graph_name)
-            built = build_artifact(lowered, compiler_args, graph_name=graph_name)
-            specs = lowered.output_specs
+            driver, specs = None, lowered.output_specs
+        t1 = time.perf_counter()
+        built = build_artifact(lowered, compiler_args, graph_name=graph_name, driver=driver)
+        timings["lower_s"] += t1 - t0
+        timings["build_s"] += time.perf_counter() - t1
         keys[graph_name] = built.key
 
         def zeros(*_args):
