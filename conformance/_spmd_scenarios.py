@@ -52,17 +52,26 @@ def _decoder(impl: Implementation, rank: int, world: int, mode: str) -> dict[str
     group = impl.spmd_process_group(_contiguous(world, world))
     sharded, dense, local, full = sharded_decoder(rank, world, group, mode=mode)
     before = impl.spmd_compile_stats()
+    from fixtures.models import seeded
+
+    b, t = local[0].shape
+    step_ids = torch.randint(0, dense.vocab, (b, 1), generator=seeded(77))
+    step_pos = torch.full((b, 1), t, dtype=torch.long)
     with torch.no_grad(), warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         compiled = impl.compile(sharded)
-        out = compiled(*local, rank=impl.spmd_rank_tensor(rank))
+        out = compiled(*local, rank=impl.spmd_rank_tensor(rank))  # prefill: one graph
         expected = dense(*full)
+        step = compiled(step_ids, step_pos, local[2], local[3], rank=impl.spmd_rank_tensor(rank))  # decode: another
+        expected_step = dense(step_ids, step_pos, full[2], full[3])
     after = impl.spmd_compile_stats()
     # dense caches, cut to this rank's heads, are what the sharded run must have written
     exp_k = [sharded.shard_cache(c) for c in full[2]]
     return {
         "out": out,
         "expected": expected,
+        "decode_out": step,
+        "decode_expected": expected_step,
         "k_caches": local[2],
         "expected_k_caches": exp_k,
         "graphs": _new_graphs(before, after),

@@ -82,7 +82,8 @@ def mlir_snapshot(snapshot):
 @pytest.mark.parametrize("world", [2, 4])
 def test_sharded_decoder_output_equals_unsharded(worlds, world):
     for rank, res in enumerate(scenario(worlds(world), "decoder_spmd")):
-        assert_close(res["out"], res["expected"], what=f"rank {rank} of {world}: logits")
+        assert_close(res["out"], res["expected"], what=f"rank {rank} of {world}: prefill logits")
+        assert_close(res["decode_out"], res["decode_expected"], what=f"rank {rank} of {world}: decode-step logits")
         assert_close(res["k_caches"], res["expected_k_caches"], what=f"rank {rank} of {world}: its KV-cache shard")
 
 
@@ -143,18 +144,21 @@ def test_two_d_mesh_collectives_snapshot(world4, mlir_snapshot):
 def test_compiler_runs_once_per_distinct_graph_for_the_world(worlds, world, name):
     per_rank = scenario(worlds(world), name)
     distinct = {k for r in per_rank for k in r["graphs"].values()}
-    assert len(distinct) == len(per_rank[0]["graphs"]) >= 1
+    assert len(distinct) == len(per_rank[0]["graphs"]) >= (2 if name == "decoder_spmd" else 1)
     invocations = [r["invocations"] for r in per_rank]
     assert sum(invocations) == len(distinct), f"compiler invocations per rank {invocations} for {len(distinct)} graph(s)"
 
 
 def test_mpmd_twin_compiles_once_per_rank(world2):
     per_rank = scenario(world2, "decoder_mpmd_default")
+    graphs = len(per_rank[0]["graphs"])
+    assert graphs == 2, per_rank[0]["graphs"]  # prefill and one decode step
     keys = [set(r["graphs"].values()) for r in per_rank]
-    assert len(set().union(*keys)) == len(per_rank), f"each rank should get its own key: {keys}"
-    assert sum(r["invocations"] for r in per_rank) == len(per_rank)
+    assert len(set().union(*keys)) == len(per_rank) * graphs, f"each rank should get its own keys: {keys}"
+    assert sum(r["invocations"] for r in per_rank) == len(per_rank) * graphs
     for rank, res in enumerate(per_rank):
         assert_close(res["out"], res["expected"], what=f"rank {rank}: the twin still computes the right values")
+        assert_close(res["decode_out"], res["decode_expected"], what=f"rank {rank}: the twin's decode step")
 
 
 def test_mpmd_twin_warns_by_default_naming_the_constant(world2):
@@ -189,7 +193,7 @@ def test_single_artifact_check_catches_the_mpmd_twin(impl, world2):
     staged = _staged(scenario(world2, "decoder_mpmd_default"))
     with pytest.warns(UserWarning):
         splinters = impl.check_single_artifact(staged, strict=False)
-    assert len(splinters) == 2
+    assert len(splinters) == sum(len(hashes) for hashes in staged.values()) == 4
     with pytest.raises(impl.spmd_violation_errors()) as info:
         impl.check_single_artifact(staged, strict=True)
     for key in {k for hashes in staged.values() for k in hashes}:
