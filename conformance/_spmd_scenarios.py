@@ -173,7 +173,19 @@ def layers(impl, rank, world):
             impl.reset()
             compiled = impl.compile(layer)
             out[name] = {"out": compiled(inp, rank=r), "expected": dense(inp)}
-    return {"layers": out}
+        # The row-parallel twin slices its input statically: no constant tensor for the graph
+        # check to see, but a different graph per rank for the single-artifact check.
+        impl.reset()
+        before = impl.spmd_compile_stats()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            twin = impl.compile(RowParallelLinear(lin, rank, world, group, input_is_parallel=False, mpmd=True))
+            twin_out = twin(x, rank=r)
+        twin_graphs = _new_graphs(before, impl.spmd_compile_stats())
+    return {
+        "layers": out,
+        "row_twin": {"out": twin_out, "expected": lin(x), "graphs": twin_graphs, "warnings": [str(w.message) for w in caught]},
+    }
 
 
 SCENARIOS: dict[str, Callable[[Implementation, int, int], dict]] = {

@@ -198,3 +198,14 @@ def test_single_artifact_check_catches_the_mpmd_twin(impl, world2):
         impl.check_single_artifact(staged, strict=True)
     for key in {k for hashes in staged.values() for k in hashes}:
         assert key in str(info.value)
+
+
+def test_static_slice_twin_is_caught_by_the_single_artifact_check(impl, world2):
+    """A rank-offset slice bakes no constant tensor (the graph check stays quiet) but still
+    gives each rank its own graph: the two guard rails are complementary."""
+    twins = [r["row_twin"] for r in scenario(world2, "layers")]
+    for rank, t in enumerate(twins):
+        assert_close(t["out"], t["expected"], what=f"rank {rank}: row-parallel twin")
+    staged = _staged(twins)
+    with pytest.raises(impl.spmd_violation_errors()):
+        impl.check_single_artifact(staged, strict=True)
