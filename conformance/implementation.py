@@ -68,7 +68,64 @@ class Implementation:
     # (adapter methods for the cache contract go here)
 
     # --- per-graph compiler arguments and the compile flows (issue 6) ---------------------------
-    # (adapter methods for the compiler-argument contract go here)
+    # The backend side (mechanism): the scope, the access point every seam calls, the two flows.
+    # The runner side (policy): ``policy_runner`` returns an object driving one of the suite's
+    # policy fixture models (``fixtures/policy.py``) with the implementation's runner; it provides
+    #   base_compiler_args                    the base list set at load (caller level applied)
+    #   resolve(graph_type) -> list | None    the runner's resolve_graph_compiler_args
+    #   example(graph_type) -> dict           fresh inputs for the graph type's compile site
+    #   run(graph_type, kwargs=None) -> dict  run the site: {"outputs": ..., "graphs": [
+    #                                         {"graph_name", "cache_key", "compiler_args"}]} for the
+    #                                         graphs compiled (or served from the cache) by the call
+    #   run_unscoped(graph_type, kwargs=None) the same call outside any scope (a serve-time
+    #                                         recompile that forgot the scope)
+    #   eager(graph_type, kwargs=None)        the model's eager outputs for the same inputs
+    #   trace_job(graph_type) -> tuple        the worker's parallel-trace job for the graph type
+    def scoped_compiler_args(self, compiler_args: Sequence[str] | None) -> Any:
+        """A context manager: graphs compiled inside use ``compiler_args`` (``None``: no override)."""
+        raise NotSupported("scoped_compiler_args")
+
+    def apply_scoped_compiler_args(self, options: Mapping[str, Any] | None) -> dict:
+        """``options`` with the scoped list as ``compiler_args``, or unchanged with no scope."""
+        raise NotSupported("apply_scoped_compiler_args")
+
+    def with_optimization_level(self, args: Sequence[str] | None, level: int) -> list[str]:
+        """The pure level helper; raises (any exception) for a malformed level."""
+        raise NotSupported("with_optimization_level")
+
+    def policy_runner(
+        self,
+        *,
+        policy: str = "default",
+        mode: str = "compile",
+        compiler_args: Sequence[str] | None = None,
+        optimization_level: int | None = None,
+    ) -> Any:
+        """A loaded runner for the policy fixture ``policy``; ``mode``: ``compile`` (in-process),
+        ``capture`` (stage for the deferred flow) or ``native``."""
+        raise NotSupported("model runner with a per-graph compiler-argument policy")
+
+    def parallel_trace(self, jobs: Sequence[tuple], *, cache_dir: str, workers: int = 2, timeout: float | None = None) -> list[dict]:
+        """Run trace jobs in forked children; one dict per job, in order, without raising for a failed
+        job: ``{"ok", "identity", "error", "captured": [{"cache_key", "graph_name", "compiler_args"}]}``.
+        A malformed job raises before anything runs."""
+        raise NotSupported("parallel_trace")
+
+    def parallel_compile(
+        self, cache_dir: str, *, workers: int = 2, base_compiler_args: Sequence[str] | None = None
+    ) -> list[dict]:
+        """Compile the staged graphs into the artifact cache; one dict per staged entry:
+        ``{"graph_name", "cache_key", "compiler_args", "args_source" ("recorded"|"base"), "ok", "error"}``."""
+        raise NotSupported("parallel_compile")
+
+    def staged_metadata(self, cache_dir: str) -> list[dict]:
+        """The metadata documents of the staged entries under ``cache_dir`` (parsed JSON)."""
+        raise NotSupported("staged metadata")
+
+    def legacy_capture_dir(self, dest: str) -> str:
+        """Write a capture directory as an old release left it (entries with no recorded compiler
+        arguments) into ``dest``; returns it."""
+        raise NotSupported("a capture directory from an older release")
 
     # --- SPMD (issue 7) ---------------------------------------------------------------------------
     # These run inside the ranks that conformance.launcher starts (torch.distributed is initialized).

@@ -48,7 +48,65 @@ class ReferenceImplementation(Implementation):
     # (adapter methods for the cache contract go here)
 
     # --- per-graph compiler arguments and the compile flows (issue 6) ---------------------------
-    # (adapter methods for the compiler-argument contract go here)
+    def scoped_compiler_args(self, compiler_args):
+        from reference.compile.compiler_args import scoped_compiler_args
+
+        return scoped_compiler_args(compiler_args)
+
+    def apply_scoped_compiler_args(self, options):
+        from reference.compile.compiler_args import apply_scoped_compiler_args
+
+        return apply_scoped_compiler_args(options)
+
+    def with_optimization_level(self, args, level):
+        from reference.runner import with_optimization_level
+
+        return with_optimization_level(args, level)
+
+    def policy_runner(self, *, policy="default", mode="compile", compiler_args=None, optimization_level=None):
+        from conformance.adapters._reference_runner import ReferencePolicyRunner
+
+        return ReferencePolicyRunner(policy, mode, compiler_args, optimization_level)
+
+    def parallel_trace(self, jobs, *, cache_dir, workers=2, timeout=None):
+        from reference.flows import parallel_trace
+
+        results = parallel_trace(jobs, cache_dir=cache_dir, workers=workers, timeout=timeout or 1800, raise_on_error=False)
+        return [
+            {
+                "ok": r.ok,
+                "identity": r.identity,
+                "error": None if r.ok else f"{r.error_type}: {r.error}",
+                "captured": [
+                    {"cache_key": c["key"], "graph_name": c["graph_name"], "compiler_args": c["compiler_args"]}
+                    for c in r.captured
+                ],
+            }
+            for r in results
+        ]
+
+    def parallel_compile(self, cache_dir, *, workers=2, base_compiler_args=None):
+        from reference.flows import parallel_compile
+
+        report = parallel_compile(cache_dir, workers=workers, base_compiler_args=base_compiler_args, raise_on_error=False)
+        return [g.as_dict() for g in report.graphs]
+
+    def staged_metadata(self, cache_dir):
+        import dataclasses
+
+        from reference.compile.capture_backend import read_staged
+
+        return [dataclasses.asdict(e.metadata) for e in read_staged(cache_dir)]
+
+    def legacy_capture_dir(self, dest):
+        import shutil
+        from pathlib import Path
+
+        import fixtures
+
+        src = Path(fixtures.__file__).parent / "legacy_capture"
+        shutil.copytree(src, dest, dirs_exist_ok=True)
+        return str(dest)
 
     # --- SPMD (issue 7) ---------------------------------------------------------------------------
     def spmd_rank_tensor(self, rank: int):

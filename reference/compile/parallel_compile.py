@@ -1,0 +1,193 @@
+"""``parallel_compile(cache_dir, workers=N)``: build the staged graphs, many at once.
+
+The deferred half of the parallel-trace flow. For every graph the capture seam staged under
+``cache_dir`` it
+
+1. reads the graph's compiler arguments back from its metadata; an entry written before arguments
+   were recorded (schema v0, ``compiler_args`` null) gets the base arguments instead
+   (``base_compiler_args`` plus the platform arguments, exactly as an unscoped in-process compile
+   would resolve them);
+2. groups the entries by graph name and hands the groups to the staged-graph checks
+   (:func:`check_staged_graphs`; the place where whole-set checks such as SPMD's "one artifact per
+   graph" belong) before anything compiles;
+3. computes each entry's cache key with ``create_cache_hash`` and compiles every distinct key once,
+   ``workers`` at a time, each in a forked child, printing progress as each ends;
+4. publishes each artifact into the NEFF cache (``pipeline.build_artifact``), so an in-process
+   compile of the same graph with the same arguments is a cache hit afterwards.
+
+A graph that fails to compile is reported with its name, key and error after all others finished.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+from reference.cache.key import create_cache_hash
+from reference.compile.capture_backend import StagedGraph, read_staged
+from reference.compile.compiler_args import apply_platform_compiler_args
+from reference.compile.errors import NeuronBackendError
+from reference.compile.forked import ChildOutcome, run_forked
+
+DEFAULT_TIMEOUT_S = 3600.0
+
+
+class ParallelCompileError(NeuronBackendError):
+    """One or more staged graphs failed to compile; ``report`` holds every graph's outcome."""
+
+    def __init__(self, report: "CompileReport") -> None:
+        failed = report.failures
+        lines = [f"{len(failed)} of {len(report.graphs)} staged graphs failed to compile:"]
+        lines += [f"  graph {g.graph_name!r} (key {g.cache_key}, compiler_args {g.compiler_args}): {g.error}" for g in failed]
+        super().__init__("\n".join(lines))
+        self.report = report
+
+
+@dataclass
+class CompiledGraphRecord:
+    graph_name: str
+    staged_key: str
+    cache_key: str
+    compiler_args: list[str]
+    args_source: str  # "recorded" (from the metadata) or "base" (an entry that recorded none)
+    ok: bool = True
+    cache_hit: bool = False
+    compile_us: int = 0
+    error: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass
+class CompileReport:
+    graphs: list[CompiledGraphRecord] = field(default_factory=list)
+    workers: int = 1
+    wall_s: float = 0.0
+
+    @property
+    def failures(self) -> list[CompiledGraphRecord]:
+        return [g for g in self.graphs if not g.ok]
+
+
+StagedCheck = Callable[[Mapping[str, Sequence[StagedGraph]]], None]
+
+
+def check_staged_graphs(groups: Mapping[str, Sequence[StagedGraph]]) -> None:
+    """Checks over the whole staged set, run before anything compiles.
+
+    ``groups`` maps each graph name to every staged entry of that name (several when, for example,
+    ranks or argument sets staged the same graph differently). A check raises a
+    :class:`~reference.compile.errors.NeuronBackendError` naming the graph. None is registered by
+    this module yet: the SPMD single-artifact check (issue 7) belongs here.
+
+    Caution: graph names come from Dynamo's per-process counters, which every forked trace child
+    inherits, so two different graphs traced by two children can share a name. A check that
+    expects one artifact per name should compare the entries' input specs (or HLO) too.
+    """
+    return None
+
+
+def resolve_staged_args(entry: StagedGraph, base_compiler_args: Sequence[str] | None) -> tuple[list[str], str]:
+    """The argument list a staged graph compiles with, and where it came from."""
+    if entry.metadata.compiler_args is not None:
+        return list(entry.metadata.compiler_args), "recorded"
+    return list(apply_platform_compiler_args({"compiler_args": list(base_compiler_args or [])})["compiler_args"]), "base"
+
+
+def _compile_in_child(entry: StagedGraph, args: list[str]) -> dict[str, Any]:
+    from reference.compile.pipeline import build_artifact
+
+    built = build_artifact(entry.lowered(), args, graph_name=entry.graph_name)
+    return {"key": built.key, "cache_hit": built.cache_hit, "compile_us": 0 if built.cache_hit else built.metadata.compile_time_us}
+
+
+def _print_progress(done: int, total: int, record: CompiledGraphRecord, wall_s: float) -> None:
+    status = "cache hit" if record.ok and record.cache_hit else ("compiled" if record.ok else f"FAILED: {record.error}")
+    print(
+        f"parallel_compile [{done}/{total}] {record.graph_name} ({record.cache_key}) {status} in {wall_s:.1f} s",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
+def parallel_compile(
+    cache_dir: str | os.PathLike,
+    *,
+    workers: int | None = None,
+    base_compiler_args: Sequence[str] | None = None,
+    timeout: float | None = DEFAULT_TIMEOUT_S,
+    progress: bool | Callable[[int, int, CompiledGraphRecord, float], None] = True,
+    checks: Iterable[StagedCheck] = (check_staged_graphs,),
+    raise_on_error: bool = True,
+) -> CompileReport:
+    """Compile every graph staged under ``cache_dir`` into the NEFF cache; see the module doc.
+
+    Returns a :class:`CompileReport` with one record per staged entry (entries that resolve to the
+    same key share one compile). Raises :class:`ParallelCompileError` if any graph failed (with
+    ``raise_on_error``), after the others finished.
+    """
+    import time
+
+    start = time.monotonic()
+    staged = read_staged(cache_dir)
+    workers = workers or max(1, os.cpu_count() or 1)
+    groups: dict[str, list[StagedGraph]] = {}
+    for entry in staged:
+        groups.setdefault(entry.graph_name, []).append(entry)
+    for check in checks:
+        check(groups)
+
+    records: list[CompiledGraphRecord] = []
+    by_key: dict[str, tuple[StagedGraph, list[str]]] = {}
+    for entry in staged:
+        args, source = resolve_staged_args(entry, base_compiler_args)
+        key = create_cache_hash(entry.hlo, args, entry.lowered().input_specs)
+        records.append(CompiledGraphRecord(entry.graph_name, entry.key, key, args, source))
+        by_key.setdefault(key, (entry, args))
+
+    keys = list(by_key)
+    tasks = [
+        (f"graph {by_key[k][0].graph_name!r} (key {k})", (lambda e=by_key[k][0], a=by_key[k][1]: _compile_in_child(e, a)))
+        for k in keys
+    ]
+    results: dict[str, ChildOutcome] = {}
+    finished = [0]
+    printer = _print_progress if progress is True else (progress or None)
+
+    def done(i: int, outcome: ChildOutcome) -> None:
+        key = keys[i]
+        results[key] = outcome
+        finished[0] += 1
+        if printer:
+            rec = next(r for r in records if r.cache_key == key)
+            _apply(rec, outcome)
+            printer(finished[0], len(keys), rec, outcome.wall_s)
+
+    run_forked(tasks, workers=min(workers, max(1, len(tasks))), timeout=timeout, on_done=done)
+    for rec in records:
+        _apply(rec, results[rec.cache_key])
+    report = CompileReport(records, workers=workers, wall_s=time.monotonic() - start)
+    if raise_on_error and report.failures:
+        raise ParallelCompileError(report)
+    return report
+
+
+def _apply(rec: CompiledGraphRecord, outcome: ChildOutcome) -> None:
+    if outcome.ok:
+        rec.ok = True
+        rec.cache_hit = bool(outcome.value["cache_hit"])
+        rec.compile_us = int(outcome.value["compile_us"])
+        if outcome.value["key"] != rec.cache_key:  # the key is one function; a mismatch is a bug
+            rec.ok = False
+            rec.error = f"published under key {outcome.value['key']}, expected {rec.cache_key}"
+    else:
+        rec.ok = False
+        if outcome.error_type:
+            rec.error = f"{outcome.error_type}: {outcome.error}"
+        elif outcome.timed_out:
+            rec.error = "the compile did not finish within its timeout and was killed"
+        else:
+            rec.error = f"the compiling child died (exit status {outcome.exitcode})"

@@ -1,0 +1,166 @@
+"""``parallel_trace(jobs)``: capture many graphs at once, each job in its own forked child.
+
+A job is ``(model, kwargs, compiler_args)``: the child opens ``scoped_compiler_args(compiler_args)``
+and calls ``model(**kwargs)`` under the capture directory, so the capture seam stages the job's
+graphs with the job's arguments. A two-element job ``(model, kwargs)`` (the native path, which
+resolves its arguments in-process) runs with no scope. This module never calls model policy code:
+it only reads the concrete list the runner put on the job.
+
+``model`` should be compiled with the capture backend (``neuron_libtorch_graph_capture``); a plain
+module or function is compiled with it here, with ``options``. Each child starts from a fresh
+Dynamo, so a graph the parent already compiled is captured again, with the child's scope.
+
+A child that raises, crashes or runs past ``timeout`` is reported with the job's identity (its
+index, the model, its arguments) and its error; the parent never waits on it forever.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Sequence
+
+from reference.compile.compiler_args import scoped_compiler_args
+from reference.compile.errors import NeuronBackendError
+from reference.compile.forked import ChildOutcome, run_forked
+
+DEFAULT_TIMEOUT_S = 1800.0
+
+
+class TraceJobError(NeuronBackendError, ValueError):
+    """A malformed trace job (wrong length, a model that is not callable, bad arguments)."""
+
+
+class ParallelTraceError(NeuronBackendError):
+    """One or more trace jobs failed; ``results`` holds every job's outcome."""
+
+    def __init__(self, results: list["TraceResult"]) -> None:
+        failed = [r for r in results if not r.ok]
+        lines = [f"{len(failed)} of {len(results)} trace jobs failed:"] + [f"  {r.describe()}" for r in failed]
+        super().__init__("\n".join(lines))
+        self.results = results
+        self.failures = failed
+
+
+@dataclass
+class TraceResult:
+    index: int
+    identity: str
+    ok: bool
+    captured: list[dict[str, Any]] = field(default_factory=list)
+    error_type: str | None = None
+    error: str | None = None
+    traceback: str | None = None
+
+    def describe(self) -> str:
+        if self.ok:
+            return f"{self.identity}: staged {len(self.captured)} graph(s)"
+        return f"{self.identity}: {self.error_type or 'failed'}: {self.error}"
+
+
+def _model_name(model: Any) -> str:
+    inner = getattr(model, "_orig_mod", model)
+    return getattr(inner, "__qualname__", None) or type(inner).__name__
+
+
+def job_identity(index: int, job: Sequence[Any]) -> str:
+    args = job[2] if len(job) == 3 else "<no scope>"
+    return f"trace job {index} ({_model_name(job[0])}, compiler_args={args!r})"
+
+
+def validate_jobs(jobs: Sequence[Any]) -> list[tuple]:
+    """Check every job's shape; raises :class:`TraceJobError` naming the first bad job."""
+    out: list[tuple] = []
+    for i, job in enumerate(jobs):
+        if not isinstance(job, (tuple, list)) or len(job) not in (2, 3):
+            n = len(job) if isinstance(job, (tuple, list)) else type(job).__name__
+            raise TraceJobError(
+                f"trace job {i}: expected (model, kwargs) or (model, kwargs, compiler_args), got "
+                f"{'a ' + n if isinstance(n, str) else f'{n} elements'}"
+            )
+        model, kwargs = job[0], job[1]
+        if not callable(model):
+            raise TraceJobError(f"trace job {i}: the model ({type(model).__name__}) is not callable")
+        if not isinstance(kwargs, Mapping):
+            raise TraceJobError(f"trace job {i}: kwargs must be a dict of keyword arguments, got {type(kwargs).__name__}")
+        if len(job) == 3 and job[2] is not None:
+            args = job[2]
+            if isinstance(args, (str, bytes)) or not isinstance(args, Sequence) or not all(isinstance(a, str) for a in args):
+                raise TraceJobError(f"trace job {i}: compiler_args must be a list of strings or None, got {args!r}")
+        out.append(tuple(job))
+    return out
+
+
+def _is_compiled(model: Any) -> bool:
+    import torch
+
+    return isinstance(model, torch._dynamo.eval_frame.OptimizedModule) or hasattr(model, "_torchdynamo_orig_callable")
+
+
+def _trace_one(job: tuple, cache_dir: str, options: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+    """Runs in the child."""
+    import torch
+
+    from reference.compile.capture_backend import CAPTURES, capture_backend, capture_to
+
+    torch.set_num_threads(1)
+    torch._dynamo.reset()
+    CAPTURES.clear()
+    model, kwargs = job[0], job[1]
+    if not _is_compiled(model):
+        model = torch.compile(model, backend=capture_backend, options=dict(options) if options else None, dynamic=False)
+    with capture_to(cache_dir), torch.no_grad():
+        if len(job) == 3:
+            with scoped_compiler_args(job[2]):
+                model(**kwargs)
+        else:
+            model(**kwargs)
+    captured = CAPTURES.entries()
+    if not captured:
+        raise TraceJobError(
+            "the job staged no graph: compile its model with backend='neuron_libtorch_graph_capture' "
+            "(or pass a plain module), and check it was not already traced in this child"
+        )
+    return captured
+
+
+def parallel_trace(
+    jobs: Sequence[Sequence[Any]],
+    *,
+    cache_dir: str | os.PathLike | None = None,
+    workers: int | None = None,
+    timeout: float | None = DEFAULT_TIMEOUT_S,
+    options: Mapping[str, Any] | None = None,
+    raise_on_error: bool = True,
+    on_done: Callable[[TraceResult], None] | None = None,
+) -> list[TraceResult]:
+    """Run every job in a forked child; stage the graphs under ``cache_dir``.
+
+    Returns one :class:`TraceResult` per job, in job order. With ``raise_on_error`` (the default) a
+    failed job raises :class:`ParallelTraceError` after all jobs have ended.
+    """
+    from reference.compile.capture_backend import capture_dir
+
+    checked = validate_jobs(jobs)
+    directory = os.path.abspath(os.fspath(cache_dir)) if cache_dir is not None else capture_dir()
+    workers = workers or max(1, min(len(checked), os.cpu_count() or 1))
+    tasks = [(job_identity(i, job), (lambda job=job: _trace_one(job, directory, options))) for i, job in enumerate(checked)]
+
+    def to_result(i: int, o: ChildOutcome) -> TraceResult:
+        if o.ok:
+            return TraceResult(i, o.identity, True, captured=list(o.value))
+        if o.error_type:
+            return TraceResult(i, o.identity, False, error_type=o.error_type, error=o.error, traceback=o.traceback)
+        if o.timed_out:
+            return TraceResult(i, o.identity, False, error_type="Timeout", error=f"still running after {timeout} s; killed")
+        return TraceResult(i, o.identity, False, error_type="ChildDied", error=f"the child exited with status {o.exitcode} without a result")
+
+    def done(i: int, o: ChildOutcome) -> None:
+        if on_done is not None:
+            on_done(to_result(i, o))
+
+    outcomes = run_forked(tasks, workers=workers, timeout=timeout, on_done=done)
+    results = [to_result(i, o) for i, o in enumerate(outcomes)]
+    if raise_on_error and any(not r.ok for r in results):
+        raise ParallelTraceError(results)
+    return results

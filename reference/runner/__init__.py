@@ -1,0 +1,26 @@
+"""The runner side (the seeds' vLLM-Neuron): policy, not mechanism.
+
+The runner resolves a graph type to a concrete compiler-argument list by calling the model's
+``compiler_args_for`` policy, and hands that list to the backend through
+``scoped_compiler_args`` (in-process) or on the trace job (deferred). The backend never calls model
+code.
+"""
+
+from reference.runner.compiler_args_ctx import optimization_level, with_optimization_level
+from reference.runner.model_runner import (
+    GRAPH_TYPES,
+    CompilerArgsPolicyError,
+    NeuronModelRunner,
+    UnknownGraphTypeError,
+)
+from reference.runner.worker import NeuronWorker
+
+__all__ = [
+    "GRAPH_TYPES",
+    "CompilerArgsPolicyError",
+    "NeuronModelRunner",
+    "NeuronWorker",
+    "UnknownGraphTypeError",
+    "optimization_level",
+    "with_optimization_level",
+]

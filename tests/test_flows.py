@@ -1,0 +1,131 @@
+"""Unit tests of the forked-child runner, the staged-graph reader, the compile hook and the native
+key guard. The compile hook test stages a hand-written entry and stops before compiling."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+from reference.compile.capture_backend import read_staged, stage_graph
+from reference.compile.forked import run_forked
+from reference.compile.lowering import LoweredGraph, TensorSpec
+from reference.compile.native_backend import CompilerArgsConflictError, _assert_cache_key_args, reset_native_key_registry
+from reference.compile.parallel_compile import parallel_compile, resolve_staged_args
+from reference.compile.parallel_trace import TraceJobError, validate_jobs
+
+
+def test_run_forked_reports_values_errors_crashes_and_timeouts_in_order():
+    def boom():
+        raise KeyError("missing thing")
+
+    tasks = [
+        ("value", lambda: os.getpid()),
+        ("error", boom),
+        ("crash", lambda: os._exit(5)),
+        ("hang", lambda: time.sleep(600)),
+    ]
+    done = []
+    out = run_forked(tasks, workers=2, timeout=5, on_done=lambda i, o: done.append(i))
+    assert [o.identity for o in out] == ["value", "error", "crash", "hang"]
+    assert out[0].ok and out[0].value != os.getpid()  # it ran in another process
+    assert not out[1].ok and out[1].error_type == "KeyError" and "missing thing" in out[1].error
+    assert not out[2].ok and out[2].exitcode == 5 and "died" in out[2].describe()
+    assert not out[3].ok and out[3].timed_out
+    assert sorted(done) == [0, 1, 2, 3]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            return not any(line.startswith("State:") and "Z" in line for line in fh)
+    except FileNotFoundError:
+        return False
+
+
+def test_run_forked_kills_a_hanging_grandchild(tmp_path):
+    import subprocess
+
+    pid_file = tmp_path / "grandchild.pid"
+
+    def spawn():
+        p = subprocess.Popen(["sleep", "600"])
+        pid_file.write_text(str(p.pid))
+        time.sleep(600)
+
+    (out,) = run_forked([("spawner", spawn)], workers=1, timeout=3)
+    assert out.timed_out
+    pid = int(pid_file.read_text())
+    deadline = time.monotonic() + 10
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _alive(pid), "the compiler-like grandchild outlived the timeout"
+
+
+def test_validate_jobs_names_the_job():
+    assert len(validate_jobs([(print, {}), (print, {}, None), (print, {}, ["-O2"])])) == 3
+    for bad, match in [((print,), "job 0"), ((1, {}), "not callable"), ((print, [], None), "kwargs"), ((print, {}, "-O3"), "list of strings")]:
+        with pytest.raises(TraceJobError, match=match):
+            validate_jobs([bad])
+
+
+def _lowered() -> LoweredGraph:
+    spec = TensorSpec("float32", (2,), (1,))
+    hlo = "module {\n  func.func @main(%arg0: tensor<2xf32>) -> tensor<2xf32> {\n    return %arg0 : tensor<2xf32>\n  }\n}\n"
+    return LoweredGraph(hlo, (spec,), (spec,), 1)
+
+
+def test_staged_entries_round_trip_and_resolve_their_arguments(tmp_path):
+    stage_graph(_lowered(), ["-O3", "--target", "trn2"], graph_name="g0", directory=str(tmp_path))
+    (entry,) = read_staged(tmp_path)
+    assert entry.metadata.stage == "captured" and entry.lowered() == _lowered()
+    assert resolve_staged_args(entry, ["-O1"]) == (["-O3", "--target", "trn2"], "recorded")
+    entry.metadata.compiler_args = None
+    assert resolve_staged_args(entry, ["-O2"]) == (["-O2", "--target", "trn2"], "base")
+
+
+def test_staged_checks_see_entries_grouped_by_graph_before_compiling(tmp_path):
+    stage_graph(_lowered(), ["-O3"], graph_name="g0", directory=str(tmp_path))
+    stage_graph(_lowered(), ["-O2"], graph_name="g0", directory=str(tmp_path))
+    seen = {}
+
+    class Stop(Exception):
+        pass
+
+    def check(groups):
+        seen.update({k: len(v) for k, v in groups.items()})
+        raise Stop
+
+    with pytest.raises(Stop):
+        parallel_compile(tmp_path, workers=1, checks=[check])
+    assert seen == {"g0": 2}
+
+
+def test_native_guard_refuses_a_second_argument_set():
+    reset_native_key_registry()
+    _assert_cache_key_args("k1", ["-O3", "--target", "trn2"], graph_name="g")
+    _assert_cache_key_args("k1", ["-O3", "--target=trn2"], graph_name="g")  # same flags, other spelling
+    with pytest.raises(CompilerArgsConflictError, match="'g'.*k1"):
+        _assert_cache_key_args("k1", ["-O2", "--target", "trn2"], graph_name="g")
+    with pytest.raises(CompilerArgsConflictError, match="recorded"):
+        _assert_cache_key_args("k2", ["-O2"], graph_name="g", recorded=["-O3"])
+    reset_native_key_registry()
+
+
+def test_parallel_compile_publishes_and_names_a_failing_graph(tmp_path, monkeypatch):
+    from reference.compile.parallel_compile import ParallelCompileError
+    from reference.compile.pipeline import neff_cache
+
+    monkeypatch.setenv("TORCH_NEURONX_NEFF_CACHE_DIR", str(tmp_path / "neff"))
+    monkeypatch.setenv("TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR", str(tmp_path / "local"))
+    staged = tmp_path / "staged"
+    good = stage_graph(_lowered(), ["-O2", "--target", "trn2"], graph_name="good_graph", directory=str(staged))
+    bad = LoweredGraph("module { this is not mlir }\n", _lowered().input_specs, _lowered().output_specs, 1)
+    stage_graph(bad, ["-O2", "--target", "trn2"], graph_name="broken_graph", directory=str(staged))
+    with pytest.raises(ParallelCompileError, match="broken_graph") as info:
+        parallel_compile(staged, workers=2, progress=False)
+    (ok,) = [g for g in info.value.report.graphs if g.ok]
+    assert ok.graph_name == "good_graph" and ok.cache_key == good.key
+    entry = neff_cache().get(good.key)
+    assert entry is not None and entry.metadata.compiler_args == ["-O2", "--target", "trn2"]
