@@ -62,7 +62,46 @@ class Implementation:
     # (adapter methods for the FX pass contract go here)
 
     # --- backend contract: parameters, graph breaks, variables, metrics (issue 4) ---------------
-    # (adapter methods for the backend contract go here)
+    def torch_compile(self, model: Callable, **kwargs: Any) -> Callable:
+        """``torch.compile(model, backend=<the compile backend>, **kwargs)``, any parameter passed as
+        given (``fullgraph``, ``dynamic``, ``mode``, ``options``, ``name``, ``disable``,
+        ``recompile_limit``, ``isolate_recompiles``, ``shapes_spec``)."""
+        raise NotSupported("torch_compile")
+
+    def reset_graph_count(self) -> None:
+        """Start counting compiled graphs from zero (see :meth:`graph_count`)."""
+        raise NotSupported("counting compiled graphs")
+
+    def graph_count(self) -> int:
+        """How many graphs the backend compiled since :meth:`reset_graph_count` (one per forward
+        graph the backend was handed; a graph break makes two)."""
+        raise NotSupported("counting compiled graphs")
+
+    def forced_graph_breaks(self) -> Mapping[str, Any]:
+        """The graph-break contract the implementation forces: ``gb_type`` (the diagnostic type of
+        the ``Unsupported`` raised under ``fullgraph=True``), ``sort`` and ``topk`` thresholds, and
+        ``no_lowering`` (a mapping op name -> reason, computed by the implementation)."""
+        raise NotSupported("forced graph breaks")
+
+    def environment_variables(self) -> Mapping[str, Any]:
+        """Name -> default of every environment variable the implementation reads."""
+        raise NotSupported("environment variables")
+
+    def helper_api(self) -> Any:
+        """An object with the helper API: ``set_model_name``, ``get_model_name``, ``get_rank``,
+        ``get_dynamo_metrics``, ``reset_dynamo_metrics``, ``compile_only``,
+        ``NEFFCompilationError``, ``NEFFExecutionError`` (and, where the implementation has them,
+        ``to_device`` / ``is_device_tensor``)."""
+        raise NotSupported("the backend helper API")
+
+    def debug_artifact_globs(self) -> Mapping[str, str]:
+        """Kind (``fx_graph``, ``stablehlo``, ``artifact``) -> glob, relative to the debug
+        directory, of the files one compile leaves there."""
+        raise NotSupported("debug artifacts")
+
+    def unsupported_compiler_apis(self) -> Mapping[str, str]:
+        """``torch.compiler`` APIs the implementation declares unsupported, with the reason."""
+        return {}
 
     # --- compile caches (issue 5) -----------------------------------------------------------------
     # (adapter methods for the cache contract go here)

@@ -21,7 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from conformance import snapshots
+from conformance import snapshots, support as _support
+from conformance.support import support  # noqa: F401  (fixture for the support probes, issue 4)
 from conformance.implementation import DEFAULT_IMPL, Implementation, NotSupported, load_implementation
 
 _ENV_PREFIXES = ("CONFORMANCE_", "NEURON_", "TORCH_NEURONX_")
@@ -73,6 +74,7 @@ def _hypothesis_profiles() -> None:
 def pytest_configure(config: pytest.Config) -> None:
     _hypothesis_profiles()
     config.addinivalue_line("markers", "contract(name): the contract of the backend reference a test checks")
+    config.addinivalue_line("markers", "support(table, item): the support-matrix row a probe fills (conformance/support.py)")
     spec = config.getoption("--impl") or os.environ.get("CONFORMANCE_IMPL")
     impl = load_implementation(spec)
     config.stash[_IMPL_KEY] = impl
@@ -138,9 +140,15 @@ def _is_conformance(nodeid: str) -> bool:
     return Path(path).parent.name == "conformance" and Path(path).name.startswith("test_")
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    _support.setup_item(item)
+
+
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     if not _is_conformance(report.nodeid):
         return
+    _SUPPORT.add(report)
     entry = _RESULTS.setdefault(report.nodeid, {"outcome": "passed", "duration": 0.0, "reason": ""})
     entry["duration"] = round(entry["duration"] + report.duration, 3)
     if report.skipped:
@@ -155,6 +163,7 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 
 # Outcomes by test id, filled on the controller (xdist forwards every worker's reports to it).
 _RESULTS: dict[str, dict] = {}
+_SUPPORT = _support.Collected()
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
@@ -173,6 +182,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     summary = _summarize(impl, config, tests)
     _atomic_write(out / "summary.json", json.dumps(summary, indent=2, sort_keys=True) + "\n")
     _atomic_write(out / "summary.md", render_markdown(summary))
+    if _SUPPORT.observations:
+        _atomic_write(out / "support.md", _support.render(impl.name, summary["versions"], _SUPPORT.observations, _SUPPORT.order()))
 
 
 def _summarize(impl: Implementation, config: pytest.Config, tests: dict) -> dict:

@@ -19,6 +19,13 @@ from reference.compile.errors import (  # noqa: E402
     UnsupportedInputError,
 )
 from reference.compile.metrics import NeuronCompilationMetrics, get_dynamo_metrics, reset_dynamo_metrics  # noqa: E402
+from reference.compile.api import (  # noqa: E402
+    compile_only,
+    is_device_tensor,
+    reset_graph_break_thresholds,
+    set_graph_break_thresholds,
+    to_device,
+)
 
 __all__ = [
     "__version__",
@@ -37,4 +44,9 @@ __all__ = [
     "BackendOptionError",
     "CacheMissError",
     "EnvVarError",
+    "compile_only",
+    "to_device",
+    "is_device_tensor",
+    "set_graph_break_thresholds",
+    "reset_graph_break_thresholds",
 ]

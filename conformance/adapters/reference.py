@@ -42,7 +42,47 @@ class ReferenceImplementation(Implementation):
     # (adapter methods for the FX pass contract go here)
 
     # --- backend contract: parameters, graph breaks, variables, metrics (issue 4) ---------------
-    # (adapter methods for the backend contract go here)
+    def torch_compile(self, model: Callable, **kwargs: Any) -> Callable:
+        return torch.compile(model, backend="neuron", **kwargs)
+
+    def reset_graph_count(self) -> None:
+        from reference import reset_dynamo_metrics
+
+        reset_dynamo_metrics()
+
+    def graph_count(self) -> int:
+        from reference import get_dynamo_metrics
+
+        return len(get_dynamo_metrics())
+
+    def forced_graph_breaks(self) -> Mapping[str, Any]:
+        from reference.compile import graph_breaks
+
+        return {
+            "gb_type": graph_breaks.GB_TYPE,
+            "sort": graph_breaks.THRESHOLDS.get("sort"),
+            "topk": graph_breaks.THRESHOLDS.get("topk"),
+            "no_lowering": dict(graph_breaks.no_lowering_ops()),
+        }
+
+    def environment_variables(self) -> Mapping[str, Any]:
+        from reference.compile import env
+
+        return {name: env.default(name) for name in env.declared()}
+
+    def helper_api(self) -> Any:
+        import reference
+
+        return reference
+
+    def debug_artifact_globs(self) -> Mapping[str, str]:
+        return {"fx_graph": "*/fx_graph.py", "stablehlo": "*/stablehlo.mlir", "artifact": "*/artifact.vmfb"}
+
+    def unsupported_compiler_apis(self) -> Mapping[str, str]:
+        return {
+            "cudagraph_mark_step_begin": "the reference runs no CUDA graphs, so there is no step to mark; "
+            "the call does nothing for this backend",
+        }
 
     # --- compile caches (issue 5) -----------------------------------------------------------------
     # (adapter methods for the cache contract go here)

@@ -7,6 +7,11 @@ produces goes through :func:`reference.compile.pipeline.compile_aten_graph`.
 Registered under the names ``neuron`` and ``neuron_libtorch`` through the
 ``torch_dynamo_backends`` entry point, so ``torch.compile(..., backend="neuron")`` works without
 importing this package first.
+
+Importing this module installs the backend's graph breaks (:mod:`reference.compile.graph_breaks`)
+and computes the list of ops with no lowering from the installed tools. Shapes are static: an
+explicit ``dynamic=True`` (or a dynamic ``shapes_spec``) is rejected, and a graph that Dynamo made
+dynamic on its own after a shape change is compiled once per concrete shape instead.
 """
 
 from __future__ import annotations
@@ -19,11 +24,12 @@ from typing import Any, Callable, Mapping
 import torch
 from torch._dynamo.backends.common import aot_autograd
 
-from reference.compile import env
+from reference.compile import device as _device
+from reference.compile import env, graph_breaks
 from reference.compile.compiler_args import apply_platform_compiler_args, apply_scoped_compiler_args
 from reference.compile.config import get_model_name
-from reference.compile.errors import BackendOptionError, NeuronBackendError
-from reference.compile.lowering import decomposition_table
+from reference.compile.debug_artifacts import DEBUG_ARTIFACTS
+from reference.compile.errors import BackendOptionError, DynamicShapeError, NEFFCompilationError, NeuronBackendError
 from reference.compile.metrics import METRICS
 from reference.compile.pipeline import compile_aten_graph
 
@@ -85,10 +91,20 @@ def compile_fx_graph(
     ``handler(aten_gm, graph_name=, compiler_args=, model_name=, fx_passes_us=)`` does the
     per-graph work and returns the graph's callable; the default compiles and loads it.
     """
+    from reference.compile.api import preflight
+
+    preflight()
+    if _symbolic(example_inputs):
+        _reject_explicit_dynamic()
+        return _PerShape(gm, options, seam=seam, handler=handler)
+    user_indices = _device.user_argument_indices(gm)
     handler = handler or compile_aten_graph
     options = normalize_options(options)
     options = apply_scoped_compiler_args(options)
-    options = apply_platform_compiler_args(options)
+    try:
+        options = apply_platform_compiler_args(options)
+    except NEFFCompilationError as exc:  # a compiler argument the compiler rejects: a compile failure
+        return _eager_fallback(exc, gm)
     compiler_args = list(options["compiler_args"])
     model_name = get_model_name()
 
@@ -109,16 +125,111 @@ def compile_fx_graph(
         compiled = handler(
             aten_gm, graph_name=graph_name, compiler_args=compiler_args, model_name=model_name, fx_passes_us=fx_us
         )
+        _write_debug_artifacts(graph_name, aten_gm, compiled)
         return _with_fallback(compiled, aten_gm)
 
-    aot = aot_autograd(fw_compiler=fw_compiler, bw_compiler=fw_compiler, decompositions=decomposition_table())
+    from reference.compile import nki_sdpa
+
+    aot = aot_autograd(fw_compiler=fw_compiler, bw_compiler=fw_compiler, decompositions=nki_sdpa.decompositions())
     try:
-        return aot(gm, example_inputs)
+        compiled_fn = aot(gm, example_inputs)
     except NeuronBackendError as exc:
-        if env.get(env.DISABLE_FALLBACK_EXECUTION):
-            raise
-        warnings.warn(f"neuron backend: compilation failed, running the graph eagerly: {exc}", stacklevel=2)
-        return gm.forward
+        return _eager_fallback(exc, gm)
+    return _device.place(compiled_fn, user_indices, graph_name=f"{model_name}_dynamo")
+
+
+def _eager_fallback(exc: NeuronBackendError, gm: torch.fx.GraphModule) -> Callable:
+    """Re-raise (the default), or with ``TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION=0`` warn and run
+    the original graph eagerly."""
+    if env.get(env.DISABLE_FALLBACK_EXECUTION):
+        raise exc
+    warnings.warn(f"neuron backend: compilation failed, running the graph eagerly: {exc}", stacklevel=3)
+    return gm.forward
+
+
+def _write_debug_artifacts(graph_name: str, aten_gm: torch.fx.GraphModule, compiled: Any) -> None:
+    built = getattr(compiled, "built", None)
+    try:
+        DEBUG_ARTIFACTS.write(
+            graph_name,
+            fx_code=aten_gm.code,
+            hlo=getattr(compiled, "hlo", None),
+            artifact=getattr(built, "artifact", None),
+        )
+    except (OSError, NeuronBackendError) as exc:  # checked before compiling; a late failure only warns
+        log.warning("neuron backend: could not write debug artifacts of %s: %s", graph_name, exc)
+
+
+def _is_symbolic(x: Any) -> bool:
+    if isinstance(x, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+        return True
+    if isinstance(x, torch.Tensor):
+        return any(isinstance(s, torch.SymInt) for s in x.shape)
+    return False
+
+
+def _symbolic(example_inputs: list) -> bool:
+    return any(_is_symbolic(x) for x in example_inputs)
+
+
+def _reject_explicit_dynamic() -> None:
+    """``dynamic=True`` and dynamic ``shapes_spec`` ask for one artifact over many shapes, which the
+    backend cannot build; automatic dynamism (a shape changed between calls) is handled per shape."""
+    cfg = torch._dynamo.config
+    if cfg.assume_static_by_default is False:
+        raise DynamicShapeError(
+            "torch.compile(dynamic=True) is not supported by the neuron backend: it compiles static "
+            "shapes only. Use dynamic=False (or leave it unset): each new input shape then compiles "
+            "its own graph."
+        )
+    if getattr(cfg, "_shapes_spec", None) is not None:
+        raise DynamicShapeError(
+            "a dynamic shapes_spec is not supported by the neuron backend, for the same reason as "
+            "dynamic=True: it compiles static shapes only. Use a static spec or none."
+        )
+
+
+def _specialize(gm: torch.fx.GraphModule, args: tuple) -> tuple[torch.fx.GraphModule, list[int]]:
+    """A copy of ``gm`` with its integer (size) inputs replaced by the values in ``args``."""
+    graph = torch.fx.Graph()
+    out = graph.graph_copy(gm.graph, {})
+    graph.output(out)
+    keep: list[int] = []
+    for i, node in enumerate(list(graph.find_nodes(op="placeholder"))):
+        value = args[i]
+        if isinstance(value, torch.Tensor):
+            keep.append(i)
+            continue
+        for user in list(node.users):
+            user.args = torch.fx.node.map_arg(user.args, lambda n, _p=node, _v=value: _v if n is _p else n)
+            user.kwargs = torch.fx.node.map_arg(user.kwargs, lambda n, _p=node, _v=value: _v if n is _p else n)
+        graph.erase_node(node)
+    graph.lint()
+    return torch.fx.GraphModule(gm, graph), keep
+
+
+class _PerShape:
+    """Compiles a graph Dynamo traced with symbolic sizes once per concrete set of input shapes."""
+
+    def __init__(self, gm, options, *, seam, handler) -> None:
+        self._gm = gm
+        self._options = options
+        self._seam = seam
+        self._handler = handler
+        self._compiled: dict[tuple, tuple[Callable, list[int]]] = {}
+
+    def __call__(self, *args):
+        key = tuple(
+            (tuple(a.shape), tuple(a.stride()), a.dtype) if isinstance(a, torch.Tensor) else (type(a).__name__, a)
+            for a in args
+        )
+        entry = self._compiled.get(key)
+        if entry is None:
+            sgm, keep = _specialize(self._gm, args)
+            fn = compile_fx_graph(sgm, [args[i] for i in keep], self._options, seam=self._seam, handler=self._handler)
+            entry = self._compiled[key] = (fn, keep)
+        fn, keep = entry
+        return fn(*[args[i] for i in keep])
 
 
 def _with_fallback(compiled, aten_gm):
@@ -135,6 +246,7 @@ def _with_fallback(compiled, aten_gm):
     return run
 
 
+@graph_breaks.forces_graph_breaks
 def neuron_backend(gm: torch.fx.GraphModule, example_inputs: list, options: Mapping[str, Any] | None = None, mode: str | None = None):
     """``backend="neuron"``: compile every graph in-process and run it."""
     if mode not in (None, "default"):
@@ -142,6 +254,7 @@ def neuron_backend(gm: torch.fx.GraphModule, example_inputs: list, options: Mapp
     return compile_fx_graph(gm, example_inputs, options, seam="neuron_libtorch")
 
 
+@graph_breaks.forces_graph_breaks
 def neuron_libtorch(gm: torch.fx.GraphModule, example_inputs: list, options: Mapping[str, Any] | None = None, mode: str | None = None):
     """``backend="neuron_libtorch"``: the same seam under its framework name."""
     return neuron_backend(gm, example_inputs, options=options, mode=mode)
@@ -161,6 +274,7 @@ def lower_graphs(model: Callable, args: tuple, options: Mapping[str, Any] | None
         lowered.append(lower_to_stablehlo(aten_gm, graph_name=graph_name))
         return aten_gm
 
+    @graph_breaks.forces_graph_breaks
     def backend(gm, example_inputs, **_):
         return compile_fx_graph(gm, example_inputs, options, seam="lower", handler=handler)
 
@@ -171,3 +285,6 @@ def lower_graphs(model: Callable, args: tuple, options: Mapping[str, Any] | None
     finally:
         torch._dynamo.reset()
     return lowered
+
+
+graph_breaks.install()  # computes (or reads the memo of) the no-lowering list: at import, as documented

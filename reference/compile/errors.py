@@ -96,6 +96,10 @@ class UnsupportedInputError(NeuronBackendError):
         self.graph_name = graph_name
 
 
+class DynamicShapeError(UnsupportedInputError):
+    """``dynamic=True`` (or a dynamic ``shapes_spec``): the backend compiles static shapes only."""
+
+
 class CacheMissError(NeuronBackendError):
     """A compile was needed while ``NEURON_LIBTORCH_ASSERT_CACHE_HIT`` demands a cache hit."""
 

@@ -49,10 +49,20 @@ class MetricsRegistry:
         self._records: list[NeuronCompilationMetrics] = []
         self._counters: dict[str, int] = {}
         self._graph_counts: dict[tuple[str, str, str], int] = {}
+        self._listeners: list[Callable[[NeuronCompilationMetrics], None]] = []
+
+    def add_listener(self, fn: Callable[[NeuronCompilationMetrics], None]) -> None:
+        """Call ``fn(record)`` after each record (the metric tables use it); idempotent."""
+        with self._lock:
+            if fn not in self._listeners:
+                self._listeners.append(fn)
 
     def record(self, m: NeuronCompilationMetrics) -> None:
         with self._lock:
             self._records.append(m)
+            listeners = list(self._listeners)
+        for fn in listeners:
+            fn(m)
 
     def records(self) -> list[NeuronCompilationMetrics]:
         with self._lock:

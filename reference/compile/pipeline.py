@@ -155,8 +155,11 @@ def compile_aten_graph(
         )
     )
     if env.get(env.COMPILE_ONLY):
-        return CompiledGraph(built, None, aten_gm)
-    loaded = LoadedArtifact(
-        built.artifact, graph_name=graph_name, input_specs=lowered.input_specs, output_specs=lowered.output_specs
-    )
-    return CompiledGraph(built, loaded, aten_gm)
+        graph = CompiledGraph(built, None, aten_gm)
+    else:
+        loaded = LoadedArtifact(
+            built.artifact, graph_name=graph_name, input_specs=lowered.input_specs, output_specs=lowered.output_specs
+        )
+        graph = CompiledGraph(built, loaded, aten_gm)
+    graph.hlo = lowered.hlo  # for the debug directory (issue 4)
+    return graph

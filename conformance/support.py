@@ -1,0 +1,177 @@
+"""The support matrix, made from what a run observed.
+
+Probe tests (``conformance/test_backend_support.py``) each try one parameter, API, graph-break rule,
+environment variable or helper symbol against the implementation and record what they saw with
+:func:`record`: a status (:data:`STATUSES`) and a note. The note says what the probe did and what
+happened, in the probe's words. Nothing here knows which status a row "should" have.
+
+The observations travel on the test reports (``user_properties``, so they cross ``pytest -n``
+workers), and at the end of the run the plugin calls :func:`render` to write
+``reports/<impl>/support.md`` with the backend reference's columns. A probe the implementation
+could not run (``NotSupported``) becomes ``Unsupported`` with the adapter's reason; a probe that
+crashed becomes ``Unknown`` with the error, so a broken probe is visible rather than hidden.
+
+Row names come from the probes themselves; :data:`TABLES` only fixes the order and the titles of
+the tables.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Iterable
+
+import pytest
+
+SUPPORTED = "Supported"
+UNSUPPORTED = "Unsupported"
+PARTIAL = "Partial"
+UNKNOWN = "Unknown"
+STATUSES = (SUPPORTED, UNSUPPORTED, PARTIAL)
+
+PROPERTY = "conformance_support"
+
+#: table key -> (title, first column)
+TABLES: dict[str, tuple[str, str]] = {
+    "parameters": ("torch.compile parameters", "Parameter"),
+    "apis": ("torch.compiler APIs", "API"),
+    "graph_breaks": ("Graph breaks", "Operation"),
+    "variables": ("Environment variables", "Variable"),
+    "helper_api": ("Backend helper API", "Symbol"),
+}
+
+
+def support_marker(table: str, item: str):
+    """``@support_marker("parameters", "fullgraph")``: the row a probe test fills."""
+    if table not in TABLES:
+        raise ValueError(f"unknown support table {table!r}; known: {sorted(TABLES)}")
+    return pytest.mark.support(table, item)
+
+
+class Recorder:
+    """Handed to a probe test (fixture ``support``); ``record`` stores the observation."""
+
+    def __init__(self, node: pytest.Item, table: str, item: str) -> None:
+        self._node = node
+        self.table = table
+        self.item = item
+        self.recorded = False
+
+    def record(self, status: str, notes: str) -> None:
+        if status not in STATUSES:
+            raise ValueError(f"status must be one of {STATUSES}, got {status!r}")
+        payload = {"table": self.table, "item": self.item, "status": status, "notes": " ".join(notes.split())}
+        self._node.user_properties.append((PROPERTY, json.dumps(payload)))
+        self.recorded = True
+
+
+def observation_from_report(report: pytest.TestReport) -> dict[str, Any] | None:
+    """The observation a probe recorded, or one made from a skip or a crash; ``None`` otherwise."""
+    marker = dict(report.user_properties).get(PROPERTY) if report.user_properties else None
+    if marker is not None and report.when == "call" and report.passed:
+        return json.loads(marker)
+    row = dict(report.user_properties).get("conformance_support_row")
+    if row is None:
+        return None
+    table, item = json.loads(row)
+    if report.skipped:
+        reason = ""
+        if isinstance(report.longrepr, tuple) and len(report.longrepr) == 3:
+            reason = str(report.longrepr[2]).removeprefix("Skipped: ")
+        return {"table": table, "item": item, "status": UNSUPPORTED, "notes": reason}
+    if report.failed:
+        text = (report.longreprtext or "").strip().splitlines()
+        return {"table": table, "item": item, "status": UNKNOWN, "notes": "probe failed: " + (text[-1][:200] if text else "")}
+    return None
+
+
+def merge(observations: Iterable[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
+    """One observation per row; several probes of one row combine (any failure wins, then the
+    weakest status: Unknown < Unsupported < Partial < Supported), notes joined."""
+    rank = {UNKNOWN: 0, UNSUPPORTED: 1, PARTIAL: 2, SUPPORTED: 3}
+    rows: dict[tuple[str, str], dict[str, Any]] = {}
+    for obs in observations:
+        key = (obs["table"], obs["item"])
+        if key not in rows:
+            rows[key] = dict(obs)
+            continue
+        cur = rows[key]
+        if cur["status"] != obs["status"]:
+            if rank[obs["status"]] < rank[cur["status"]] and {cur["status"], obs["status"]} != {SUPPORTED, UNSUPPORTED}:
+                cur["status"] = obs["status"]
+            elif {cur["status"], obs["status"]} == {SUPPORTED, UNSUPPORTED}:
+                cur["status"] = PARTIAL
+        if obs["notes"] and obs["notes"] not in cur["notes"]:
+            cur["notes"] = (cur["notes"] + " " + obs["notes"]).strip()
+    return rows
+
+
+def render(implementation: str, versions: dict[str, str], observations: Iterable[dict[str, Any]], order: list[tuple[str, str]] | None = None) -> str:
+    """Markdown for ``support.md``: one table per :data:`TABLES` entry, rows in probe order."""
+    rows = merge(observations)
+    order = [k for k in (order or []) if k in rows] + sorted(k for k in rows if k not in (order or []))
+    lines = [
+        f"# Support matrix: {implementation}",
+        "",
+        "Made from the probes of this run (`conformance/test_backend_support.py`); every status below "
+        "is what the probe observed, not a copy of the documentation.",
+        "",
+        "Versions: " + (", ".join(f"{k} `{v}`" for k, v in versions.items()) or "(none reported)"),
+    ]
+    for table, (title, first) in TABLES.items():
+        keys = [k for k in order if k[0] == table]
+        if not keys:
+            continue
+        lines += ["", f"## {title}", "", f"| {first} | Status | Notes |", "|---|---|---|"]
+        for key in keys:
+            r = rows[key]
+            notes = r["notes"].replace("|", "\\|")
+            lines.append(f"| `{key[1]}` | {r['status']} | {notes} |")
+    return "\n".join(lines) + "\n"
+
+
+# --- plugin glue (called from conformance/plugin.py) -----------------------------------------------
+
+ROW_PROPERTY = "conformance_support_row"
+
+
+def setup_item(item: pytest.Item) -> None:
+    """Tag a probe's reports with its row, so a skip or a crash still lands in the matrix."""
+    marker = item.get_closest_marker("support")
+    if marker is None:
+        return
+    table, name = marker.args
+    if not any(k == ROW_PROPERTY for k, _ in item.user_properties):
+        item.user_properties.append((ROW_PROPERTY, json.dumps([table, name])))
+        index = item.session.items.index(item) if item in item.session.items else 0
+        item.user_properties.append(("conformance_support_order", str(index)))
+
+
+class Collected:
+    """Observations gathered on the controller, with the probes' collection order."""
+
+    def __init__(self) -> None:
+        self.observations: list[dict[str, Any]] = []
+        self._order: dict[tuple[str, str], int] = {}
+
+    def add(self, report: pytest.TestReport) -> None:
+        obs = observation_from_report(report)
+        if obs is None:
+            return
+        self.observations.append(obs)
+        props = dict(report.user_properties)
+        key = (obs["table"], obs["item"])
+        index = int(props.get("conformance_support_order", 10**6))
+        self._order[key] = min(index, self._order.get(key, index))
+
+    def order(self) -> list[tuple[str, str]]:
+        return sorted(self._order, key=lambda k: self._order[k])
+
+
+@pytest.fixture
+def support(request: pytest.FixtureRequest) -> Recorder:
+    """The recorder of a probe test marked ``@pytest.mark.support(table, item)``."""
+    marker = request.node.get_closest_marker("support")
+    if marker is None:
+        raise pytest.UsageError(f"{request.node.nodeid} uses the support fixture without a support marker")
+    table, item = marker.args
+    return Recorder(request.node, table, item)

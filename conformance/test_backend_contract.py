@@ -1,0 +1,144 @@
+"""The backend reference's contract, asserted: what ``torch.compile(model, backend=<impl>)`` must do
+for an implementation that provides the Neuron backend's capabilities. (The probes in
+``test_backend_support.py`` observe and report; these tests fail when the contract is broken.)"""
+
+from __future__ import annotations
+
+import re
+import warnings
+
+import pytest
+import torch
+
+from conformance.tolerances import assert_close
+
+pytestmark = pytest.mark.contract("backend")
+
+
+def _fn(x):
+    return torch.relu(x) * 2 + 1
+
+
+def test_dynamic_true_is_rejected_at_compile_time_and_shapes_recompile_per_shape(impl):
+    impl.forced_graph_breaks()  # the Neuron contract; an implementation without it skips
+    with pytest.raises(Exception) as info:
+        impl.torch_compile(_fn, dynamic=True)(torch.randn(4, 8))
+    assert "dynamic" in str(info.value)
+    impl.reset()
+    impl.reset_graph_count()
+    compiled = impl.torch_compile(_fn)
+    for n in (3, 5, 7, 5):
+        x = torch.randn(n, 8)
+        assert_close(compiled(x), _fn(x))
+    assert impl.graph_count() == 3, "each new shape compiles its own graph, a repeated shape reuses it"
+
+
+def test_a_mode_other_than_default_warns_and_falls_back(impl):
+    impl.forced_graph_breaks()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        x = torch.randn(4, 8)
+        assert_close(impl.torch_compile(_fn, mode="max-autotune")(x), _fn(x))
+    assert any("max-autotune" in str(w.message) for w in caught)
+
+
+def test_options_must_be_a_dict_or_none(impl):
+    impl.forced_graph_breaks()
+    x = torch.randn(4, 8)
+    assert_close(impl.torch_compile(_fn, options=None)(x), _fn(x))
+    impl.reset()
+    with pytest.raises(Exception, match="options"):
+        impl.torch_compile(_fn, options=["-O2"])(x)
+
+
+@pytest.mark.parametrize("form", ["function", "method"])
+def test_an_op_with_no_lowering_breaks_the_graph(impl, form):
+    contract = impl.forced_graph_breaks()
+    assert "histc" in contract["no_lowering"]
+
+    def f(x):
+        y = x * 2
+        h = torch.histc(y, bins=4) if form == "function" else y.histc(bins=4)
+        return h.sum() + y.sum()
+
+    x = torch.randn(64)
+    impl.reset_graph_count()
+    assert_close(impl.torch_compile(f)(x), f(x))
+    assert impl.graph_count() == 2, "the op runs eagerly and both sides of it compile"
+    impl.reset()
+    with pytest.raises(torch._dynamo.exc.Unsupported) as info:
+        impl.torch_compile(f, fullgraph=True)(x)
+    assert info.value.gb_type == contract["gb_type"] == "Op not supported by the Neuron backend"
+    assert "histc" in str(info.value) and contract["no_lowering"]["histc"] in str(info.value)
+
+
+def test_lowering_splits_around_an_op_with_no_lowering(impl):
+    impl.forced_graph_breaks()
+
+    def f(x):
+        y = x * 2
+        return torch.histc(y, bins=4) + 1
+
+    hlos = impl.lower(f, [torch.randn(16)])
+    assert len(hlos) == 2 and not any("histc" in h for h in hlos)
+
+
+def test_sort_breaks_above_the_threshold_and_topk_from_it(impl):
+    contract = impl.forced_graph_breaks()
+    limit = contract["sort"]
+
+    def f(x):
+        return torch.argsort(x * 2)[..., :3] + 1
+
+    x = torch.randn(2, limit + 1)
+    impl.reset_graph_count()
+    assert_close(impl.torch_compile(f)(x), f(x))
+    assert impl.graph_count() == 2
+    impl.reset()
+    with pytest.raises(torch._dynamo.exc.Unsupported, match=rf"{limit + 1}"):
+        impl.torch_compile(f, fullgraph=True)(x)
+    impl.reset()
+    with pytest.raises(torch._dynamo.exc.Unsupported, match="topk"):
+        impl.torch_compile(lambda t: torch.topk(t * 2, contract["topk"])[0] + 1, fullgraph=True)(x)
+
+
+def test_metrics_describe_every_compiled_graph(impl):
+    api = impl.helper_api()
+    api.reset_dynamo_metrics()
+    api.set_model_name("contract_model")
+    try:
+        x = torch.randn(4, 8)
+        impl.torch_compile(_fn)(x)
+    finally:
+        api.set_model_name("model_default")
+    (m,) = api.get_dynamo_metrics()
+    assert m.model_name == "contract_model"
+    assert re.fullmatch(r"contract_model_\d+_inference_\d+", m.graph_name)
+    assert isinstance(m.graph_id, str) and m.graph_id
+    assert m.graph_node_count > 0 and m.has_collectives is False
+    assert m.torch_neuronx_lower_us >= 0 and m.torch_neuronx_compile_us >= 0
+    api.reset_dynamo_metrics()
+    assert api.get_dynamo_metrics() == []
+
+
+def test_a_boolean_variable_with_a_bad_value_names_itself(impl, monkeypatch):
+    variables = impl.environment_variables()
+    assert "TORCH_NEURONX_COMPILE_ONLY" in variables
+    monkeypatch.setenv("TORCH_NEURONX_COMPILE_ONLY", "perhaps")
+    with pytest.raises(Exception, match=r"TORCH_NEURONX_COMPILE_ONLY.*1/true/yes"):
+        impl.torch_compile(_fn)(torch.randn(4, 8))
+
+
+def test_fallback_is_off_by_default_and_zero_turns_it_on(impl, monkeypatch):
+    api = impl.helper_api()
+    assert impl.environment_variables()["TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION"] is True
+    monkeypatch.setenv("NEURON_CC_FLAGS", "--conformance-no-such-flag")
+    x = torch.randn(4, 8)
+    with pytest.raises(api.NEFFCompilationError, match="NEURON_CC_FLAGS"):
+        impl.torch_compile(_fn)(x)
+    impl.reset()
+    monkeypatch.setenv("TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION", "0")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert_close(impl.torch_compile(_fn)(x), _fn(x))
+    assert any("eager" in str(w.message) for w in caught)

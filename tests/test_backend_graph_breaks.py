@@ -1,0 +1,145 @@
+"""The backend's forced graph breaks: the rule, the thresholds, the computed no-lowering list, and
+the Dynamo hook (exercised with a small opted-in backend that runs graphs eagerly, so no compiler
+runs; the neuron backend itself is covered by the conformance probes)."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+import torch
+
+from reference.compile import graph_breaks
+from reference.compile.errors import BackendOptionError
+from reference.compile.graph_breaks import decide
+
+
+@pytest.fixture(autouse=True)
+def _fresh():
+    torch._dynamo.reset()
+    graph_breaks.install()
+    yield
+    graph_breaks.reset_graph_break_thresholds()
+    torch._dynamo.reset()
+
+
+def _fake(*shape):
+    return torch.empty(shape, device="meta")
+
+
+@pytest.mark.parametrize("op", ["sort", "argsort"])
+def test_sort_breaks_only_above_the_threshold(op):
+    assert decide(op, [_fake(2, 16384)], {}) is None
+    d = decide(op, [_fake(2, 16385)], {})
+    assert d is not None and d.op == op and "16385" in d.reason and "16384" in d.reason
+
+
+def test_the_sorted_dimension_is_the_one_that_counts():
+    x = _fake(16385, 2)
+    assert decide("sort", [x], {}) is None  # default dim -1 has 2 elements
+    assert decide("sort", [x], {"dim": 0}) is not None
+    assert decide("sort", [x, 0], {}) is not None
+
+
+def test_topk_breaks_from_k_16384():
+    x = _fake(2, 20000)
+    assert decide("topk", [x, 16383], {}) is None
+    assert decide("topk", [x, 16384], {}) is not None
+    assert decide("topk", [x], {"k": 20000}) is not None
+
+
+@pytest.mark.parametrize("op", ["grouped_mm", "_grouped_mm"])
+def test_grouped_mm_always_breaks(op):
+    assert decide(op, [_fake(2, 2)], {}) is not None
+
+
+def test_ordinary_ops_do_not_break():
+    for op in ("add", "mul", "relu", "matmul", "where", "softmax"):
+        assert decide(op, [_fake(4, 4)], {}) is None, op
+
+
+def test_thresholds_can_be_changed_and_unknown_ones_are_refused():
+    graph_breaks.set_graph_break_thresholds(sort=8)
+    assert decide("sort", [_fake(9)], {}) is not None
+    with pytest.raises(BackendOptionError, match=r"unknown graph-break threshold.*'sortt'.*known thresholds: \['sort', 'topk'\]"):
+        graph_breaks.set_graph_break_thresholds(sortt=3)
+    with pytest.raises(BackendOptionError, match="positive int"):
+        graph_breaks.set_graph_break_thresholds(topk=0)
+    graph_breaks.reset_graph_break_thresholds()
+    assert decide("sort", [_fake(9)], {}) is None
+
+
+def test_the_no_lowering_list_is_computed_from_the_installed_tools():
+    ops = graph_breaks.no_lowering_ops()
+    assert "histc" in ops and "torch.aten.histc" in ops["histc"]
+    for lowered in ("add", "mul", "matmul", "where", "sort", "softmax", "relu"):
+        assert lowered not in ops, lowered
+    memo = [f for f in os.listdir(graph_breaks.memo_dir()) if f.startswith("no_lowering-")]
+    assert memo, "the computed list is memoized under its fingerprint"
+
+
+def test_the_probe_itself_finds_ops_without_a_lowering():
+    # Recompute for two ops with the real lowering (not the memo): one lowers, one does not.
+    from reference.compile.lowering import decomposition_table
+
+    found = graph_breaks._probe(["histc", "add"], decomposition_table())
+    assert list(found) == ["histc"]
+
+
+def test_the_memo_is_keyed_by_the_tool_versions():
+    from reference.compile.lowering import decomposition_table
+
+    fp = graph_breaks._fingerprint(decomposition_table())
+    path = os.path.join(graph_breaks.memo_dir(), f"no_lowering-{fp}.json")
+    graph_breaks.no_lowering_ops()
+    assert json.load(open(path)) == graph_breaks.no_lowering_ops()
+
+
+def _counting_backend(opt_in: bool):
+    graphs = []
+
+    def backend(gm, example_inputs, **_):
+        graphs.append(gm)
+        return gm.forward
+
+    if opt_in:
+        graph_breaks.forces_graph_breaks(backend)
+    return backend, graphs
+
+
+def _with_histc(x):
+    y = x * 2
+    return torch.histc(y, bins=4).sum() + y.sum()
+
+
+def test_an_opted_in_backend_gets_the_break_and_other_backends_do_not():
+    x = torch.randn(32)
+    backend, graphs = _counting_backend(opt_in=True)
+    assert torch.allclose(torch.compile(_with_histc, backend=backend)(x), _with_histc(x))
+    assert len(graphs) == 2
+    torch._dynamo.reset()
+    other, other_graphs = _counting_backend(opt_in=False)
+    torch.compile(_with_histc, backend=other)(x)
+    assert len(other_graphs) == 1
+
+
+def test_fullgraph_raises_unsupported_with_the_backends_diagnostic_type():
+    backend, _ = _counting_backend(opt_in=True)
+    with pytest.raises(torch._dynamo.exc.Unsupported) as info:
+        torch.compile(lambda x: x.histc(bins=4), backend=backend, fullgraph=True)(torch.randn(8))
+    assert info.value.gb_type == "Op not supported by the Neuron backend"
+    assert "histc" in str(info.value) and "torch.aten.histc" in str(info.value)
+
+
+def test_shapes_stay_static_for_an_opted_in_backend():
+    backend, graphs = _counting_backend(opt_in=True)
+    compiled = torch.compile(lambda x: x * 2, backend=backend)
+    for n in (3, 5, 7):
+        compiled(torch.randn(n))
+    assert len(graphs) == 3
+    for gm in graphs:
+        for node in gm.graph.find_nodes(op="placeholder"):
+            val = node.meta.get("example_value")
+            assert not isinstance(val, torch.SymInt)
+            assert not any(isinstance(s, torch.SymInt) for s in getattr(val, "shape", ()))
