@@ -503,10 +503,11 @@ def compile_spmd_graph(
         )
     )
     if _env.get(_env.COMPILE_ONLY):
-        return CompiledGraph(built, None, aten_gm)
-    loaded = LoadedProgram(built.artifact, graph_name=graph_name, pieces=program.pieces)
-    compiled = CompiledGraph(built, loaded, aten_gm)
+        compiled = CompiledGraph(built, None, aten_gm)
+    else:
+        compiled = CompiledGraph(built, LoadedProgram(built.artifact, graph_name=graph_name, pieces=program.pieces), aten_gm)
     compiled.program = program
+    compiled.hlo = program.text  # what the debug directory shows: the whole program
     return compiled
 
 
