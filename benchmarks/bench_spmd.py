@@ -80,6 +80,7 @@ def _run(mode: str, only_rank0: bool) -> dict:
 
 
 def run(out_dir: Path) -> dict:
+    load_before = os.getloadavg()
     runs = {
         "one_rank": _run("spmd", only_rank0=True),
         "spmd_4_ranks": _run("spmd", only_rank0=False),
@@ -112,4 +113,9 @@ def run(out_dir: Path) -> dict:
     for name, value in ratios.items():
         t = targets.get(name)
         rows.append(f"| {name} | {value:.3f} | {'<= ' + str(t['at_most']) if t else ''} | {('yes' if t['met'] else 'no') if t else ''} |")
-    return {"runs": runs, "ratios": ratios, "targets": targets, "cpu_count": os.cpu_count(), "table": "\n".join(rows) + "\n"}
+    load = {"before": [round(x, 2) for x in load_before], "after": [round(x, 2) for x in os.getloadavg()]}
+    rows += ["", f"Load average (1, 5, 15 min) before: {load['before']}, after: {load['after']} (other work on the machine skews wall times)."]
+    return {
+        "runs": runs, "ratios": ratios, "targets": targets, "cpu_count": os.cpu_count(), "load_average": load,
+        "table": "\n".join(rows) + "\n",
+    }
