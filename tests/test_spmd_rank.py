@@ -30,3 +30,21 @@ def test_index_select_shard_equals_the_static_slice(r):
     shard = 3
     assert torch.equal(shard_indices(rank_tensor(r), shard), torch.arange(r * shard, (r + 1) * shard))
     assert torch.equal(select_shard(x, 1, rank_tensor(r), shard), x[:, r * shard:(r + 1) * shard])
+
+
+def test_runner_threads_the_rank_tensor_into_forward():
+    """The runner passes this process's rank (0 here) as a tensor to a model whose forward takes
+    ``rank``; the layer was built for rank 1, so the baked path (rank=None) would differ."""
+    from fixtures.spmd import EmbedMoE
+    from reference.runner.model_runner import NeuronModelRunner
+
+    torch._dynamo.reset()
+    model = EmbedMoE(1, 2, None).eval()
+    ids = torch.randint(0, 128, (2, 3), generator=torch.Generator().manual_seed(4))
+    with torch.no_grad():
+        out = NeuronModelRunner(model).load_model().run_site(None, ids=ids)
+        threaded = model(ids, rank=rank_tensor(0))
+        baked = model(ids)
+    torch._dynamo.reset()
+    torch.testing.assert_close(out, threaded)
+    assert not torch.allclose(threaded, baked)
