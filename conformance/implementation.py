@@ -59,7 +59,24 @@ class Implementation:
         torch._dynamo.reset()
 
     # --- FX passes (issue 3) -------------------------------------------------------------------
-    # (adapter methods for the FX pass contract go here)
+    def fx_pass_names(self) -> list[str]:
+        """Names of the default FX passes, in the order the backend runs them."""
+        raise NotSupported("FX pass names")
+
+    def fx_pass_identity(self, names: Sequence[str]) -> str:
+        """The identity (the string that enters cache keys) of a pass manager holding the named
+        default passes in the given order; ``names`` is a subsequence or reordering of
+        :meth:`fx_pass_names`."""
+        raise NotSupported("FX pass manager identity")
+
+    def fx_passes_applied(self, model: Callable, args: Sequence[Any], options: Mapping[str, Any] | None = None) -> list[str]:
+        """Names of the FX passes that ran, in order, while compiling ``model(*args)`` with
+        ``options`` (one graph); empty when the pass stage is skipped."""
+        raise NotSupported("observing the FX pass stage")
+
+    def fx_graph_after_passes(self, model: Callable, args: Sequence[Any]) -> list[str]:
+        """Readable text of each graph ``model(*args)`` produces, after the default FX passes."""
+        raise NotSupported("FX graph after the passes")
 
     # --- backend contract: parameters, graph breaks, variables, metrics (issue 4) ---------------
     def torch_compile(self, model: Callable, **kwargs: Any) -> Callable:

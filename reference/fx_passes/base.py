@@ -6,9 +6,15 @@ from abc import ABC, abstractmethod
 
 import torch
 
+from reference.compile.errors import NeuronBackendError
+
 
 class FXPass(ABC):
     """A graph-to-graph transformation run between Dynamo's FX graph and lowering.
+
+    ``run(gm, **kwargs)`` returns the transformed graph module (it may edit ``gm`` in place and
+    return it). The pass manager passes ``graph_name`` and ``target_device``; a pass ignores the
+    keyword arguments it does not use.
 
     ``version`` enters the pass manager's identity (and through it the key of anything cached
     from the passes' output): bump it whenever the pass's output changes for the same input.
@@ -23,9 +29,16 @@ class FXPass(ABC):
     @abstractmethod
     def run(self, gm: torch.fx.GraphModule, **kwargs) -> torch.fx.GraphModule: ...
 
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name}@{self.version}>"
 
-class FXPassError(RuntimeError):
-    """A pass could not handle a graph; names the pass, the graph and, where known, the node."""
+
+class FXPassError(NeuronBackendError):
+    """A pass could not handle a graph; names the pass, the graph and, where known, the node.
+
+    A :class:`~reference.compile.errors.NeuronBackendError`, so the backend treats it like any
+    other compile failure (eager fallback unless ``TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION``).
+    """
 
     def __init__(self, pass_name: str, graph_name: str, message: str, *, node: str | None = None) -> None:
         where = f" at node {node!r}" if node else ""

@@ -12,18 +12,40 @@ from reference.fx_passes.base import FXPass, FXPassError
 
 
 class FXPassManager:
+    """An ordered list of :class:`FXPass` objects run one after another on a graph.
+
+    Ordering constraints of the default passes (``get_default_pass_manager``):
+
+    - ``DeviceRewriterPass`` first, so every later pass sees one device.
+    - ``AliasingOutputRewritePass`` before ``InPlaceToOutOfPlacePass``: it finds outputs that alias
+      an input or another output by following in-place results (``y = x.add_(1)`` *is* ``x``);
+      once the in-place ops are rewritten, ``y`` is a fresh value and the aliasing is gone.
+    - ``NkiKernelWriteBackendConfigPass`` after the in-place rewrite: the kernel's write into its
+      buffer is meant to stay a write in place, not be turned into a functional op.
+    - ``CollectiveReplicaGroupsPass`` and ``RankConstantCheckPass`` last, on the final graph.
+
+    :meth:`identity` (the ordered ``name@version`` list) and :meth:`uuid` (its digest) enter the
+    key of anything cached from the passes' output, so adding, removing, reordering or changing
+    (bumping ``version`` of) a pass invalidates it.
+    """
+
     def __init__(self) -> None:
         self.passes: list[FXPass] = []
         self.logger = logging.getLogger("reference.fx_passes")
 
     def add_pass(self, pass_obj: FXPass) -> "FXPassManager":
+        """Append a pass; anything that is not an :class:`FXPass` instance raises ``TypeError`` here."""
         if not isinstance(pass_obj, FXPass):
+            hint = " (a class: pass an instance)" if isinstance(pass_obj, type) and issubclass(pass_obj, FXPass) else ""
             raise TypeError(
-                f"FXPassManager.add_pass takes an FXPass instance, got {type(pass_obj).__name__}; "
-                "subclass reference.fx_passes.FXPass"
+                f"FXPassManager.add_pass takes an FXPass instance, got {type(pass_obj).__name__}{hint}; "
+                "subclass reference.fx_passes.FXPass and implement name and run"
             )
         self.passes.append(pass_obj)
         return self
+
+    def pass_names(self) -> list[str]:
+        return [p.name for p in self.passes]
 
     def identity(self) -> list[str]:
         """The ordered pass names with their versions."""
@@ -34,14 +56,25 @@ class FXPassManager:
         return hashlib.sha256("\n".join(self.identity()).encode()).hexdigest()[:16]
 
     def run_passes(self, gm: torch.fx.GraphModule, **kwargs) -> torch.fx.GraphModule:
+        """Run every pass in order; each gets ``kwargs`` (``graph_name``, ``target_device``, ...).
+
+        A pass that raises is reported as :class:`FXPassError` naming the pass and the graph (an
+        ``FXPassError`` the pass raised itself passes through unchanged). A pass must return a
+        ``GraphModule``; anything else raises ``FXPassError`` too.
+        """
         graph_name = kwargs.get("graph_name", "<graph>")
         for p in self.passes:
             start = time.perf_counter()
             try:
-                gm = p.run(gm, **kwargs)
+                out = p.run(gm, **kwargs)
             except FXPassError:
                 raise
             except Exception as exc:
                 raise FXPassError(p.name, graph_name, f"{type(exc).__name__}: {exc}") from exc
+            if not isinstance(out, torch.fx.GraphModule):
+                raise FXPassError(
+                    p.name, graph_name, f"run() returned {type(out).__name__}, not a torch.fx.GraphModule; return the graph"
+                )
+            gm = out
             self.logger.debug("FX pass %r on %s took %.4fs", p.name, graph_name, time.perf_counter() - start)
         return gm
