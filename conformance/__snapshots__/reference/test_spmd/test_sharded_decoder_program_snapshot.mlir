@@ -339,11 +339,11 @@ module @spmd_program {
     %23 = stablehlo.reshape %22 : (tensor<16x64xf32>) -> tensor<2x8x64xf32>
     return %23 : tensor<2x8x64xf32>
   }
-  func.func private @piece_5(%arg0: tensor<4x8x64xf32>) -> tensor<2x8x128xf32> {
+  func.func private @piece_5(%arg0: tensor<4x8x64xf32>, %arg1: tensor<2x2x32x16xf32>, %arg2: tensor<2x2x32x16xf32>, %arg3: tensor<2x2x32x16xf32>, %arg4: tensor<2x2x32x16xf32>) -> (tensor<2x8x128xf32>, tensor<2x2x32x16xf32>, tensor<2x2x32x16xf32>) {
     %0 = stablehlo.slice %arg0 [0:2, 0:8, 0:64] : (tensor<4x8x64xf32>) -> tensor<2x8x64xf32>
     %1 = stablehlo.slice %arg0 [2:4, 0:8, 0:64] : (tensor<4x8x64xf32>) -> tensor<2x8x64xf32>
     %2 = stablehlo.concatenate %0, %1, dim = 2 : (tensor<2x8x64xf32>, tensor<2x8x64xf32>) -> tensor<2x8x128xf32>
-    return %2 : tensor<2x8x128xf32>
+    return %2, %arg2, %arg4 : tensor<2x8x128xf32>, tensor<2x2x32x16xf32>, tensor<2x2x32x16xf32>
   }
   func.func @main(%arg0: tensor<i64>, %arg1: tensor<2x8xi64>, %arg2: tensor<64x64xf32>, %arg3: tensor<32x64xf32>, %arg4: tensor<2x8xi64>, %arg5: tensor<64xf32>, %arg6: tensor<96x64xf32>, %arg7: tensor<2x2x32x16xf32>, %arg8: tensor<2x2x32x16xf32>, %arg9: tensor<64x32xf32>, %arg10: tensor<64xf32>, %arg11: tensor<64x64xf32>, %arg12: tensor<64x64xf32>, %arg13: tensor<64x64xf32>, %arg14: tensor<4x64xf32>, %arg15: tensor<2x32x64xf32>, %arg16: tensor<2x64x32xf32>, %arg17: tensor<64xf32>, %arg18: tensor<64x64xf32>) -> (tensor<2x2x32x16xf32>, tensor<2x2x32x16xf32>, tensor<2x8x128xf32>) {
     %0 = call @piece_0(%arg0, %arg1, %arg2) : (tensor<i64>, tensor<2x8xi64>, tensor<64x64xf32>) -> tensor<2x8x64xf32>
@@ -372,7 +372,7 @@ module @spmd_program {
     }) : (tensor<2x8x64xf32>) -> tensor<2x8x64xf32>
     %8 = call @piece_4(%6#0, %7, %arg17, %arg18) : (tensor<2x8x64xf32>, tensor<2x8x64xf32>, tensor<64xf32>, tensor<64x64xf32>) -> tensor<2x8x64xf32>
     %9 = "stablehlo.all_gather"(%8) <{all_gather_dim = 0 : i64, channel_handle = #stablehlo.channel_handle<handle = 1, type = 1>, replica_groups = dense<[[0, 1]]> : tensor<1x2xi64>, use_global_device_ids}> : (tensor<2x8x64xf32>) -> tensor<4x8x64xf32>
-    %10 = call @piece_5(%9) : (tensor<4x8x64xf32>) -> tensor<2x8x128xf32>
-    return %2#1, %2#2, %10 : tensor<2x2x32x16xf32>, tensor<2x2x32x16xf32>, tensor<2x8x128xf32>
+    %10:3 = call @piece_5(%9, %arg7, %2#1, %arg8, %2#2) : (tensor<4x8x64xf32>, tensor<2x2x32x16xf32>, tensor<2x2x32x16xf32>, tensor<2x2x32x16xf32>, tensor<2x2x32x16xf32>) -> (tensor<2x8x128xf32>, tensor<2x2x32x16xf32>, tensor<2x2x32x16xf32>)
+    return %10#1, %10#2, %10#0 : tensor<2x2x32x16xf32>, tensor<2x2x32x16xf32>, tensor<2x8x128xf32>
   }
 }
