@@ -65,7 +65,8 @@ def test_results_come_back_in_rank_order(world):
 def test_a_rank_that_dies_fails_the_launch_with_its_output():
     with pytest.raises(RankFailure) as info:
         launch(f"{__name__}:rank1_dies", 2, env=ENV, timeout=120)
-    assert info.value.ranks == [1]
+    # rank 0 may fail too in the same instant (gloo sees its peer vanish); rank 1 is always named
+    assert 1 in info.value.ranks
     assert info.value.returncodes[1] == 3
     assert "rank one says goodbye" in str(info.value) and "status 3" in str(info.value)
 
@@ -73,7 +74,7 @@ def test_a_rank_that_dies_fails_the_launch_with_its_output():
 def test_a_rank_that_raises_reports_its_traceback():
     with pytest.raises(RankFailure) as info:
         launch(f"{__name__}:rank1_raises", 2, env=ENV, timeout=120)
-    assert info.value.ranks == [1]
+    assert 1 in info.value.ranks
     assert "ValueError: a bad value on rank one" in str(info.value)
 
 
