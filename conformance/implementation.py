@@ -121,7 +121,66 @@ class Implementation:
         return {}
 
     # --- compile caches (issue 5) -----------------------------------------------------------------
-    # (adapter methods for the cache contract go here)
+    # Cache tests run real child processes (``conformance/_cache_child.py``) that load this same
+    # adapter; everything about a cache is addressed by a ``root``: a fresh, empty directory the
+    # suite gives the implementation to keep all its cache state in (artifacts, locks, HLO).
+
+    def cache_hash(
+        self,
+        hlo: str,
+        compiler_args: Sequence[str] | str | None,
+        input_specs: Sequence[tuple[str, Sequence[int], Sequence[int]]],
+        *,
+        versions: Mapping[str, str] | None = None,
+        replica_groups: Sequence[Sequence[int]] | None = None,
+        breakdown: bool = False,
+    ) -> Any:
+        """The compile-cache key (32 lowercase hex characters) of one graph: its StableHLO text,
+        the compiler arguments, the input specs as ``(dtype, shape, stride)``, the tool versions
+        (default: the installed ones) and the collectives' replica groups. With ``breakdown``,
+        ``(key, details)`` where ``details`` is any JSON-able per-component explanation."""
+        raise NotSupported("cache_hash")
+
+    def cache_env(
+        self,
+        root: str,
+        *,
+        lock_timeout_s: int | None = None,
+        disable: bool = False,
+        assert_hit: bool = False,
+        neff_dir: str | None = None,
+    ) -> dict[str, str]:
+        """Environment variables that make a fresh process keep every cache under ``root``:
+        ``lock_timeout_s`` bounds a wait for another process's compile of the same key,
+        ``disable`` turns the persistent cache off, ``assert_hit`` makes a miss an error, and
+        ``neff_dir`` places the artifact cache itself elsewhere (a read-only or full directory)."""
+        raise NotSupported("cache_env")
+
+    def compiler_invocations(self) -> int:
+        """How many times this process has run the compiler (artifact builds, not cache hits)."""
+        raise NotSupported("compiler_invocations")
+
+    def cache_keys(self, root: str) -> list[str]:
+        """Keys of the entries published under ``root`` (whole entries only)."""
+        raise NotSupported("cache_keys")
+
+    def cache_entry_files(self, root: str, key: str) -> list[str]:
+        """The files that make up one published entry (the suite damages them on purpose)."""
+        raise NotSupported("cache_entry_files")
+
+    def cache_scratch(self, root: str) -> list[str]:
+        """Paths under ``root`` that belong to no published entry and to no running process:
+        leftovers of an interrupted write (they must never be loaded)."""
+        raise NotSupported("cache_scratch")
+
+    def compiles_in_progress(self, root: str) -> list[dict[str, Any]]:
+        """Compiles now holding a key's compile lock under ``root``: dicts with at least ``pid``
+        (the holding process) and ``key``."""
+        raise NotSupported("compiles_in_progress")
+
+    def lowerings(self) -> int:
+        """How many graphs this process has lowered to HLO (an HLO-cache hit is not a lowering)."""
+        raise NotSupported("lowerings")
 
     # --- per-graph compiler arguments and the compile flows (issue 6) ---------------------------
     # The backend side (mechanism): the scope, the access point every seam calls, the two flows.

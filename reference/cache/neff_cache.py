@@ -1,34 +1,64 @@
-"""The persistent, content-addressed artifact ("NEFF") cache.
+"""The persistent, content-addressed artifact ("NEFF") cache, its compile locks and failure records.
 
-Layout under the cache directory::
+Layout under the cache directory (``TORCH_NEURONX_NEFF_CACHE_DIR``, possibly a shared mount)::
 
-    <key>/model.neff       the compiled artifact (an IREE VM flatbuffer)
-    <key>/metadata.json    ArtifactMetadata (schema.py), with the artifact's size and sha256
+    <key>/model.neff          the compiled artifact (an IREE VM flatbuffer)
+    <key>/metadata.json       ArtifactMetadata (schema.py): key components, compiler arguments,
+                              versions, artifact size and sha256, compile time, and a checksum of
+                              the metadata itself (``extra.metadata_sha256``)
+    .failures/<key>.json      the record of a failed compile (failures.py)
+    .tmp-<key>-<host>-<pid>-<n>/   an entry being written (never read)
 
-An entry is published atomically: it is written into a temporary directory beside its final
-place and renamed into place, so a reader sees either no entry or a whole one. A reader checks the
-artifact against the size and checksum in the metadata; an entry that fails the check is evicted
-with a warning and treated as a miss.
+Publication is atomic: an entry is written into a temporary directory beside its final place and
+renamed into place, so a reader sees no entry or a whole one. Every read checks the metadata's own
+checksum and the artifact's size and sha256; an entry that fails is treated as a miss and, by the
+process holding the key's lock, evicted with a warning and recompiled.
 
-Locks live in a separate local directory (one file per key, ``filelock``), because lock semantics
-on network filesystems are unreliable while the artifacts themselves may live on one.
+Locks live under ``TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR`` (a local POSIX filesystem; flock on NFS or
+Lustre is unreliable), one per key, taken with ``filelock`` (``flock(2)``): the kernel drops a lock
+when its holder dies, so a crashed compile never blocks anyone. Beside each held lock a small
+``<key>.holder`` file names the holder (pid, host, graph, since when) so a timeout can say who.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import itertools
+import json
 import logging
 import os
 import shutil
-import uuid
+import socket
+import time
+import warnings
 from dataclasses import dataclass
 
+from reference.cache.errors import CacheFallbackWarning, CacheLockTimeoutError, CacheWriteError
+from reference.cache.failures import FailureRecords
 from reference.compile.schema import ArtifactMetadata, MetadataError
 
 log = logging.getLogger(__name__)
 
 ARTIFACT_FILE = "model.neff"
 METADATA_FILE = "metadata.json"
+TMP_PREFIX = ".tmp-"
+DEFAULT_LOCK_TIMEOUT_S = 1200
+_counter = itertools.count()
+
+
+def _host_tag() -> str:
+    return hashlib.sha256(socket.gethostname().encode()).hexdigest()[:8]
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 @dataclass
@@ -39,11 +69,44 @@ class CacheEntry:
     artifact: bytes
 
 
+def _metadata_checksum(meta: ArtifactMetadata) -> str:
+    saved = meta.extra.pop("metadata_sha256", None)
+    try:
+        return hashlib.sha256(meta.to_json().encode()).hexdigest()
+    finally:
+        if saved is not None:
+            meta.extra["metadata_sha256"] = saved
+
+
+class CompileLock:
+    """The held lock of one key; release it with :meth:`release` (or use it as a context)."""
+
+    def __init__(self, lock, holder_path: str) -> None:
+        self._lock = lock
+        self.holder_path = holder_path
+
+    def release(self) -> None:
+        with contextlib.suppress(OSError):
+            os.unlink(self.holder_path)
+        self._lock.release()
+
+    def __enter__(self) -> "CompileLock":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+
 class NeffCache:
-    def __init__(self, root: str, local_root: str | None = None) -> None:
+    """One artifact cache directory plus its local lock directory."""
+
+    def __init__(self, root: str, local_root: str | None = None, *, lock_timeout: float = DEFAULT_LOCK_TIMEOUT_S) -> None:
         self.root = os.path.abspath(root)
         self.local_root = os.path.abspath(local_root) if local_root else None
+        self.lock_timeout = lock_timeout
+        self.failures = FailureRecords(os.path.join(self.root, ".failures"))
 
+    # --- paths ---------------------------------------------------------------------------------
     def entry_dir(self, key: str) -> str:
         return os.path.join(self.root, key)
 
@@ -51,7 +114,11 @@ class NeffCache:
         base = self.local_root or os.path.join(self.root, ".locks")
         return os.path.join(base, "locks", f"{key}.lock")
 
+    def holder_path(self, key: str) -> str:
+        return self.lock_path(key)[: -len(".lock")] + ".holder"
+
     def keys(self) -> list[str]:
+        """Keys with a published entry (not verified; :meth:`get` verifies)."""
         if not os.path.isdir(self.root):
             return []
         return sorted(
@@ -59,61 +126,173 @@ class NeffCache:
             if not d.startswith(".") and os.path.isfile(os.path.join(self.root, d, METADATA_FILE))
         )
 
-    def get(self, key: str) -> CacheEntry | None:
-        """The verified entry for ``key``, or ``None`` (a corrupt entry is evicted)."""
+    def scratch_dirs(self) -> list[str]:
+        """Temporary directories of entries being written (or left by a writer that died)."""
+        if not os.path.isdir(self.root):
+            return []
+        return sorted(os.path.join(self.root, d) for d in os.listdir(self.root) if d.startswith(TMP_PREFIX))
+
+    # --- reading -------------------------------------------------------------------------------
+    def get(self, key: str, *, evict: bool = True) -> CacheEntry | None:
+        """The verified entry for ``key``, or ``None``.
+
+        An entry that fails verification is a miss; with ``evict`` (the default) it is also moved
+        out of the way with a warning. Callers that do not hold the key's lock pass
+        ``evict=False``, so they never remove an entry another process is re-publishing.
+        """
         path = self.entry_dir(key)
         meta_path = os.path.join(path, METADATA_FILE)
-        if not os.path.isfile(meta_path):
-            return None
         try:
             with open(meta_path, encoding="utf-8") as fh:
-                meta = ArtifactMetadata.from_json(fh.read(), source=meta_path)
-            with open(os.path.join(path, meta.artifact_file), "rb") as fh:
-                artifact = fh.read()
-        except (OSError, MetadataError) as exc:
-            self._evict(key, f"unreadable entry ({exc})")
+                text = fh.read()
+        except FileNotFoundError:
             return None
+        except (OSError, UnicodeDecodeError) as exc:
+            return self._reject(key, f"unreadable metadata ({exc})", evict)
+        try:
+            meta = ArtifactMetadata.from_json(text, source=meta_path)
+        except (MetadataError, TypeError) as exc:
+            return self._reject(key, f"corrupt metadata ({exc})", evict)
+        recorded = meta.extra.get("metadata_sha256")
+        if recorded is not None and recorded != _metadata_checksum(meta):
+            return self._reject(key, "metadata does not match its own checksum", evict)
         if meta.cache_key != key:
-            self._evict(key, f"metadata names key {meta.cache_key!r}")
-            return None
+            return self._reject(key, f"metadata names key {meta.cache_key!r}", evict)
+        try:
+            with open(os.path.join(path, os.path.basename(meta.artifact_file)), "rb") as fh:
+                artifact = fh.read()
+        except OSError as exc:
+            return self._reject(key, f"unreadable artifact ({exc})", evict)
         if len(artifact) != meta.artifact_size or hashlib.sha256(artifact).hexdigest() != meta.artifact_sha256:
-            self._evict(key, "artifact does not match its recorded size and checksum")
-            return None
+            return self._reject(key, "artifact does not match its recorded size and checksum", evict)
         return CacheEntry(key, path, meta, artifact)
 
+    def _reject(self, key: str, why: str, evict: bool) -> None:
+        if evict:
+            self.evict(key, why)
+        else:
+            log.info("NEFF cache entry %s is not usable yet: %s", key, why)
+        return None
+
+    def evict(self, key: str, why: str) -> bool:
+        """Move an entry out of the way (then delete it); warns. False if there was none."""
+        warnings.warn(f"NEFF cache entry {key} evicted: {why}; it will be recompiled", CacheFallbackWarning, stacklevel=3)
+        log.warning("NEFF cache entry %s evicted: %s; it will be recompiled", key, why)
+        trash = os.path.join(self.root, f"{TMP_PREFIX}evicted-{key}-{_host_tag()}-{os.getpid()}-{next(_counter)}")
+        try:
+            os.rename(self.entry_dir(key), trash)
+        except OSError:
+            return False
+        shutil.rmtree(trash, ignore_errors=True)
+        return True
+
+    # --- writing -------------------------------------------------------------------------------
     def put(self, key: str, artifact: bytes, metadata: ArtifactMetadata) -> CacheEntry:
-        """Publish an entry atomically; if another process published first, keep theirs."""
+        """Publish an entry atomically and return it; if a valid entry is already there, keep it.
+
+        Raises :class:`CacheWriteError` when the directory cannot be written (read-only, full);
+        nothing partial is left under the key's name.
+        """
         metadata.cache_key = key
         metadata.artifact_file = ARTIFACT_FILE
         metadata.artifact_size = len(artifact)
         metadata.artifact_sha256 = hashlib.sha256(artifact).hexdigest()
-        os.makedirs(self.root, exist_ok=True)
-        tmp = os.path.join(self.root, f".tmp-{key}-{uuid.uuid4().hex}")
-        os.makedirs(tmp)
+        metadata.extra.pop("metadata_sha256", None)
+        metadata.extra["metadata_sha256"] = _metadata_checksum(metadata)
+        tmp = os.path.join(self.root, f"{TMP_PREFIX}{key}-{_host_tag()}-{os.getpid()}-{next(_counter)}")
+        final = self.entry_dir(key)
         try:
+            os.makedirs(self.root, exist_ok=True)
+            self._sweep(key)
+            os.mkdir(tmp)
             _write(os.path.join(tmp, ARTIFACT_FILE), artifact)
             _write(os.path.join(tmp, METADATA_FILE), metadata.to_json().encode())
-            final = self.entry_dir(key)
+            _fsync_dir(tmp)
             try:
                 os.rename(tmp, final)
             except OSError:
-                # Someone else published the same key first (or a stale entry sits there).
-                if self.get(key) is None:
-                    shutil.rmtree(final, ignore_errors=True)
-                    os.rename(tmp, final)
+                existing = self.get(key)  # evicts a corrupt one
+                if existing is not None:
+                    return existing  # someone else published the same key first
+                os.rename(tmp, final)
+            _fsync_dir(self.root)
+        except OSError as exc:
+            raise CacheWriteError("NEFF cache entry", final, exc) from exc
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
-        return CacheEntry(key, self.entry_dir(key), metadata, artifact)
+        return CacheEntry(key, final, metadata, artifact)
 
-    def _evict(self, key: str, why: str) -> None:
-        log.warning("NEFF cache entry %s evicted: %s; it will be recompiled", key, why)
-        path = self.entry_dir(key)
-        trash = os.path.join(self.root, f".evicted-{key}-{uuid.uuid4().hex}")
+    def _sweep(self, key: str) -> None:
+        """Delete temporary directories of ``key`` left by writers on this host that have died."""
+        prefix = f"{TMP_PREFIX}{key}-{_host_tag()}-"
+        for name in os.listdir(self.root):
+            if not name.startswith(prefix):
+                continue
+            pid = name[len(prefix):].split("-", 1)[0]
+            if pid.isdigit() and not _pid_alive(int(pid)):
+                shutil.rmtree(os.path.join(self.root, name), ignore_errors=True)
+
+    # --- locking -------------------------------------------------------------------------------
+    def acquire(self, key: str, *, graph_name: str | None = None, timeout: float | None = None) -> CompileLock:
+        """Take the compile lock of ``key``, waiting up to ``timeout`` seconds (default: the
+        cache's ``lock_timeout``).
+
+        Raises :class:`CacheLockTimeoutError` naming the key and the holder when the wait runs out,
+        and :class:`CacheWriteError` when the lock directory cannot be used at all.
+        """
+        import filelock
+
+        timeout = self.lock_timeout if timeout is None else timeout
+        path = self.lock_path(key)
         try:
-            os.rename(path, trash)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            lock = filelock.FileLock(path, timeout=timeout)
+            lock.acquire()
+        except filelock.Timeout:
+            raise CacheLockTimeoutError(key, path, timeout, self.describe_holder(key)) from None
+        except OSError as exc:
+            raise CacheWriteError("compile lock", path, exc) from exc
+        holder = self.holder_path(key)
+        record = {"pid": os.getpid(), "host": socket.gethostname(), "key": key, "graph_name": graph_name, "since": time.time()}
+        try:
+            _atomic_write_text(holder, json.dumps(record))
         except OSError:
-            return
-        shutil.rmtree(trash, ignore_errors=True)
+            pass  # the holder note is for error messages only
+        return CompileLock(lock, holder)
+
+    def lock(self, key: str, *, graph_name: str | None = None, timeout: float | None = None) -> CompileLock:
+        """Alias of :meth:`acquire`, for ``with cache.lock(key): ...``."""
+        return self.acquire(key, graph_name=graph_name, timeout=timeout)
+
+    def holder(self, key: str) -> dict | None:
+        """The holder note of ``key``'s lock, if one is there (it may be stale: check ``pid``)."""
+        try:
+            with open(self.holder_path(key), encoding="utf-8") as fh:
+                return json.load(fh)
+        except (OSError, ValueError):
+            return None
+
+    def holders(self) -> list[dict]:
+        """Holder notes of every lock that has one (compiles in progress, or stale notes)."""
+        base = os.path.dirname(self.lock_path("x"))
+        out = []
+        with contextlib.suppress(OSError):
+            for name in sorted(os.listdir(base)):
+                if name.endswith(".holder"):
+                    note = self.holder(name[: -len(".holder")])
+                    if note:
+                        out.append(note)
+        return out
+
+    def describe_holder(self, key: str) -> str:
+        note = self.holder(key)
+        if not note:
+            return "a process that left no holder note"
+        since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(note.get("since", 0)))
+        text = f"pid {note.get('pid')} on {note.get('host')} (graph {note.get('graph_name')!r}, since {since})"
+        if note.get("host") == socket.gethostname() and isinstance(note.get("pid"), int) and not _pid_alive(note["pid"]):
+            text += " [that process has exited; its note is stale]"
+        return text
 
 
 def _write(path: str, data: bytes) -> None:
@@ -121,3 +300,28 @@ def _write(path: str, data: bytes) -> None:
         fh.write(data)
         fh.flush()
         os.fsync(fh.fileno())
+
+
+def _fsync_dir(path: str) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _atomic_write_text(path: str, text: str) -> None:
+    tmp = f"{path}.{os.getpid()}.{next(_counter)}.tmp"
+    try:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise

@@ -251,6 +251,10 @@ def neuron_backend(gm: torch.fx.GraphModule, example_inputs: list, options: Mapp
     """``backend="neuron"``: compile every graph in-process and run it."""
     if mode not in (None, "default"):
         warnings.warn(f"neuron backend: mode={mode!r} has no effect; compiling with the default mode", stacklevel=2)
+    from reference.cache import precompile
+
+    if precompile.enabled():  # TORCH_CACHING_PRECOMPILE: hand PyTorch a rebuildable artifact
+        precompile.record(gm, example_inputs, options)
     return compile_fx_graph(gm, example_inputs, options, seam="neuron_libtorch")
 
 

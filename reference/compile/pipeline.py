@@ -8,18 +8,20 @@ from __future__ import annotations
 
 import datetime
 import logging
-import os
 import time
+import warnings
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
 import torch
 
 from reference.cache.key import create_cache_hash, tool_versions
+from reference.cache.errors import CacheFallbackWarning, CacheWriteError
+from reference.cache.hlo_cache import lower_cached
 from reference.cache.neff_cache import NeffCache
 from reference.compile import env
 from reference.compile.compiler_driver import CompilerDriver
-from reference.compile.errors import CacheMissError
+from reference.compile.errors import CacheMissError, NEFFCompilationError
 from reference.compile.lowering import LoweredGraph, lower_to_stablehlo
 from reference.compile.metrics import METRICS, NeuronCompilationMetrics
 from reference.compile.runtime import LoadedArtifact
@@ -43,7 +45,9 @@ def neff_cache() -> NeffCache | None:
     """The configured artifact cache, or ``None`` when ``TORCH_NEURONX_NEFF_DISABLE_CACHE`` is set."""
     if env.get(env.NEFF_DISABLE_CACHE):
         return None
-    return NeffCache(env.get(env.NEFF_CACHE_DIR), env.get(env.NEFF_LOCAL_CACHE_DIR))
+    return NeffCache(
+        env.get(env.NEFF_CACHE_DIR), env.get(env.NEFF_LOCAL_CACHE_DIR), lock_timeout=env.get(env.NEFF_CACHE_LOCK_TIMEOUT)
+    )
 
 
 def has_collectives(gm: torch.fx.GraphModule) -> bool:
@@ -65,45 +69,82 @@ def build_metadata(lowered: LoweredGraph, key: str, breakdown: dict, compiler_ar
     )
 
 
+def _fallback(what: str, exc: BaseException) -> None:
+    msg = f"{what}: {exc}; compiling without it (the result is not cached)"
+    warnings.warn(msg, CacheFallbackWarning, stacklevel=3)
+    log.warning(msg)
+
+
 def build_artifact(
     lowered: LoweredGraph,
     compiler_args: Sequence[str],
     *,
     graph_name: str,
     driver: CompilerDriver | None = None,
+    replica_groups=None,
+    hlo_normalizer=None,
 ) -> BuiltArtifact:
-    """The artifact for a lowered graph: from the cache when present, else compiled and published."""
-    key, breakdown = create_cache_hash(lowered.hlo, compiler_args, lowered.input_specs, breakdown=True)
+    """The artifact for a lowered graph: from the cache when present, else compiled and published.
+
+    A miss takes the key's compile lock, looks again (another process may have published while
+    this one waited), checks the key's failure record, compiles, and publishes. A cache or lock
+    directory that cannot be written does not fail the compile: it warns
+    (:class:`~reference.cache.errors.CacheFallbackWarning`) and the artifact is used uncached.
+    ``replica_groups`` and ``hlo_normalizer`` pass through to :func:`create_cache_hash`.
+    """
+    key, breakdown = create_cache_hash(
+        lowered.hlo, compiler_args, lowered.input_specs, breakdown=True,
+        replica_groups=replica_groups, hlo_normalizer=hlo_normalizer,
+    )
     cache = neff_cache()
     driver = driver or CompilerDriver()
+
+    def _hit(entry) -> BuiltArtifact:
+        METRICS.bump("neff_cache_hits")
+        return BuiltArtifact(key, graph_name, entry.artifact, entry.metadata, cache_hit=True)
 
     def _compile() -> BuiltArtifact:
         if env.get(env.ASSERT_CACHE_HIT):
             raise CacheMissError(graph_name, key)
         METRICS.bump("compiler_invocations")
-        result = driver.compile(lowered.hlo, compiler_args, graph_name=graph_name)
+        try:
+            result = driver.compile(lowered.hlo, compiler_args, graph_name=graph_name)
+        except NEFFCompilationError as exc:
+            if cache is not None:
+                try:
+                    cache.failures.record(key, graph_name=graph_name, error=exc)
+                except OSError as write_exc:
+                    log.warning("could not record the failed compile of %s: %s", key, write_exc)
+            raise
         meta = build_metadata(lowered, key, breakdown, compiler_args, graph_name)
         meta.compile_time_us = result.wall_us
         if cache is not None:
-            entry = cache.put(key, result.artifact, meta)
-            meta = entry.metadata
+            cache.failures.clear(key)
+            try:
+                meta = cache.put(key, result.artifact, meta).metadata
+            except CacheWriteError as exc:
+                _fallback("the NEFF cache could not be written", exc)
         return BuiltArtifact(key, graph_name, result.artifact, meta, cache_hit=False)
 
     if cache is None:
         return _compile()
-    entry = cache.get(key)
-    if entry is None:
-        import filelock
-
-        lock_path = cache.lock_path(key)
-        os.makedirs(os.path.dirname(lock_path), exist_ok=True)
-        with filelock.FileLock(lock_path, timeout=env.get(env.NEFF_CACHE_LOCK_TIMEOUT)):
-            entry = cache.get(key)  # another process may have published while we waited
-            if entry is None:
-                METRICS.bump("neff_cache_misses")
-                return _compile()
-    METRICS.bump("neff_cache_hits")
-    return BuiltArtifact(key, graph_name, entry.artifact, entry.metadata, cache_hit=True)
+    entry = cache.get(key, evict=False)  # without the lock: never evict under someone's feet
+    if entry is not None:
+        return _hit(entry)
+    try:
+        held = cache.acquire(key, graph_name=graph_name)
+    except CacheWriteError as exc:
+        _fallback("the compile lock could not be taken", exc)
+        cache.failures.check(key, graph_name=graph_name)
+        METRICS.bump("neff_cache_misses")
+        return _compile()
+    with held:
+        entry = cache.get(key)  # another process may have published while we waited
+        if entry is not None:
+            return _hit(entry)
+        cache.failures.check(key, graph_name=graph_name)
+        METRICS.bump("neff_cache_misses")
+        return _compile()
 
 
 class CompiledGraph:
@@ -138,7 +179,7 @@ def compile_aten_graph(
             aten_gm, graph_name=graph_name, compiler_args=compiler_args, model_name=model_name, fx_passes_us=fx_passes_us
         )
     start = time.perf_counter()
-    lowered = lower_to_stablehlo(aten_gm, graph_name=graph_name)
+    lowered = lower_cached(aten_gm, graph_name=graph_name, lower=lower_to_stablehlo)  # HLO cache first
     lower_us = int((time.perf_counter() - start) * 1e6)
     built = build_artifact(lowered, compiler_args, graph_name=graph_name)
     METRICS.record(

@@ -1,0 +1,321 @@
+"""Contract: the NEFF cache under real processes: races, crashes, lock waits, damaged entries, and
+directories that cannot be written.
+
+Every process here is a real, fresh Python process (``conformance/_cache_child.py``) that compiles
+and runs the ``mlp`` fixture through the adapter, with every cache kept under a directory the test
+hands out (``impl.cache_env(root)``). Nothing is simulated: kills are SIGKILL to the process group,
+a held lock is a compiling process stopped with SIGSTOP, a read-only directory is a read-only
+(bind) mount or mode, a full directory is a tiny tmpfs (both need root or a non-root user; a test
+that can make neither skips with the reason).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+import fixtures
+from conformance.tolerances import assert_close
+
+FIXTURE = "mlp"
+CHILD_TIMEOUT = 600
+
+
+def _spec(pytestconfig) -> str:
+    from conformance.plugin import _RESULTS_KEY
+
+    return pytestconfig.stash[_RESULTS_KEY]["spec"]
+
+
+class Child:
+    """One fresh process compiling and running the fixture."""
+
+    def __init__(self, spec, env, out, *, barrier=None, cwd=None, preexec_fn=None):
+        self.out = str(out)
+        cmd = [sys.executable, "-m", "conformance._cache_child", "--impl", spec, "--out", self.out]
+        if barrier:
+            cmd += ["--barrier", str(barrier)]
+        cmd.append(FIXTURE)
+        self.log = open(f"{self.out}.log", "w")
+        full_env = {**os.environ, **env}
+        full_env["PYTHONPATH"] = os.pathsep.join(p for p in [os.getcwd(), *sys.path] if p)
+        self.proc = subprocess.Popen(
+            cmd, env=full_env, cwd=cwd, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True,
+            preexec_fn=preexec_fn,
+        )
+        self.pid = self.proc.pid
+
+    def result(self, timeout: float = CHILD_TIMEOUT) -> dict:
+        try:
+            rc = self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            pytest.fail(f"child {self.pid} did not finish in {timeout} s (a hang)")
+        self.log.close()
+        if not os.path.exists(self.out):
+            pytest.fail(f"child {self.pid} exited with {rc} and wrote no result:\n{open(self.out + '.log').read()[-4000:]}")
+        data = json.load(open(self.out))
+        data["rc"] = rc
+        return data
+
+    def kill(self) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.pid, signal.SIGKILL)
+        self.proc.wait()
+
+
+@pytest.fixture(autouse=True)
+def _cache_capabilities(impl, tmp_path):
+    """Skip (with the reason) before starting processes when the adapter lacks what they use."""
+    impl.cache_env(str(tmp_path / "probe"))
+    impl.compiler_invocations()
+
+
+@pytest.fixture(scope="module")
+def expected() -> list:
+    model, args = fixtures.build(FIXTURE)
+    with torch.no_grad():
+        out = model(*args)
+    return [out] if isinstance(out, torch.Tensor) else list(out)
+
+
+def _check_outputs(result: dict, expected: list, what: str) -> None:
+    assert result["rc"] == 0, f"{what}: failed: {result.get('error', {}).get('message', '')[:2000]}"
+    actual = [torch.tensor(o, dtype=torch.float64).to(e.dtype) for o, e in zip(result["outputs"], expected)]
+    assert_close(actual, expected, what=what)
+
+
+def _wait_for(predicate, timeout: float, what: str, child: Child | None = None):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        if child is not None and child.proc.poll() is not None:
+            pytest.fail(f"{what}: child {child.pid} exited ({child.proc.returncode}) first:\n{open(child.out + '.log').read()[-3000:]}")
+        time.sleep(0.01)
+    pytest.fail(f"{what}: not within {timeout} s")
+
+
+def _holding(impl, root, pid):
+    return [c for c in impl.compiles_in_progress(str(root)) if c["pid"] == pid]
+
+
+# --- eight processes, one key -------------------------------------------------------------------
+
+RACERS = 8
+
+
+def test_eight_processes_on_one_key_compile_once(impl, pytestconfig, tmp_path, expected):
+    spec = _spec(pytestconfig)
+    root = tmp_path / "cache"
+    env = impl.cache_env(str(root))
+    barrier = tmp_path / "go"
+    children = [Child(spec, env, tmp_path / f"racer{i}.json", barrier=barrier) for i in range(RACERS)]
+    try:
+        _wait_for(lambda: len(list(tmp_path.glob("go.ready.*"))) == RACERS, CHILD_TIMEOUT, "all racers ready")
+        barrier.touch()
+        results = [c.result() for c in children]
+    finally:
+        for c in children:
+            if c.proc.poll() is None:
+                c.kill()
+    for i, r in enumerate(results):
+        _check_outputs(r, expected, f"racer {i}")
+    assert sum(r["compiler_invocations"] for r in results) == 1, (
+        f"compiler invocations per racer: {[r['compiler_invocations'] for r in results]}"
+    )
+    assert all(r["outputs"] == results[0]["outputs"] for r in results), "racers' outputs are not identical"
+    assert len(impl.cache_keys(str(root))) == 1
+    assert impl.cache_scratch(str(root)) == [], "partial files left behind"
+    # The published entry is whole: a further process loads it with a cache hit demanded.
+    late = Child(spec, impl.cache_env(str(root), assert_hit=True), tmp_path / "late.json").result()
+    _check_outputs(late, expected, "a ninth process")
+    assert late["compiler_invocations"] == 0
+
+
+# --- SIGKILL mid-compile, ten times -------------------------------------------------------------
+
+KILLS = 10
+_DELAYS = [0.0, 0.02, 0.05, 0.1, 0.15, 0.25, 0.35, 0.5, 0.7, 0.9]
+
+
+def test_sigkill_mid_compile_never_leaves_a_loadable_partial_entry(impl, pytestconfig, tmp_path, expected):
+    spec = _spec(pytestconfig)
+    kills = 0
+    published_before_kill = 0
+    attempt = 0
+    while kills < KILLS:
+        attempt += 1
+        assert attempt <= 3 * KILLS, f"only {kills} kills landed in {attempt - 1} attempts"
+        root = tmp_path / f"kill{attempt}"
+        env = impl.cache_env(str(root))
+        victim = Child(spec, env, tmp_path / f"victim{attempt}.json")
+        _wait_for(lambda: _holding(impl, root, victim.pid), CHILD_TIMEOUT, "victim starts compiling", victim)
+        time.sleep(_DELAYS[kills] if attempt <= KILLS else 0.0)
+        victim.kill()
+        if victim.proc.returncode != -signal.SIGKILL:
+            continue  # it finished before the kill landed; try again with a fresh cache
+        kills += 1
+        keys = impl.cache_keys(str(root))
+        published_before_kill += bool(keys)
+        follow = Child(spec, env, tmp_path / f"follow{attempt}.json").result()
+        _check_outputs(follow, expected, f"the run after kill {kills}")
+        # Nothing published: the next run compiles. Published before the kill: it must be whole.
+        assert follow["compiler_invocations"] == (0 if keys else 1), f"kill {kills}: keys before {keys}"
+        assert len(impl.cache_keys(str(root))) == 1
+        assert impl.cache_scratch(str(root)) == [], f"kill {kills}: leftovers of the killed writer remain"
+    assert kills == KILLS
+    print(f"kills survived: {kills} ({published_before_kill} after the entry was published)")
+
+
+# --- a lock wait shorter than the compile ---------------------------------------------------------
+
+
+def test_a_lock_wait_shorter_than_the_compile_raises_the_timeout_error(impl, pytestconfig, tmp_path, expected):
+    spec = _spec(pytestconfig)
+    for attempt in range(3):
+        root = tmp_path / f"lock{attempt}"
+        holder = Child(spec, impl.cache_env(str(root)), tmp_path / f"holder{attempt}.json")
+        held = _wait_for(lambda: _holding(impl, root, holder.pid), CHILD_TIMEOUT, "holder starts compiling", holder)
+        os.killpg(holder.pid, signal.SIGSTOP)  # a compile that takes longer than the waiter waits
+        if _holding(impl, root, holder.pid) and not impl.cache_keys(str(root)):
+            break
+        os.killpg(holder.pid, signal.SIGCONT)
+        holder.result()
+    else:
+        pytest.fail("could not stop a holder while it held the lock")
+    key = held[0]["key"]
+    try:
+        waiter = Child(spec, impl.cache_env(str(root), lock_timeout_s=2), tmp_path / "waiter.json").result()
+    finally:
+        os.killpg(holder.pid, signal.SIGCONT)
+    assert waiter["rc"] != 0 and "error" in waiter, "the waiter did not report the timeout"
+    message = waiter["error"]["message"]
+    assert key in message, f"the timeout error does not name the key {key}: {message}"
+    assert str(holder.pid) in message, f"the timeout error does not name the holder (pid {holder.pid}): {message}"
+    assert waiter["compiler_invocations"] == 0
+    _check_outputs(holder.result(), expected, "the holder, resumed")
+    assert impl.cache_keys(str(root)) == [key]
+
+
+# --- damaged entries --------------------------------------------------------------------------------
+
+DAMAGE = ["truncate_artifact", "flip_artifact_byte", "truncate_metadata", "garble_metadata"]
+
+
+@pytest.fixture(scope="module")
+def warm_cache(impl, pytestconfig, tmp_path_factory, expected):
+    root = tmp_path_factory.mktemp("warm") / "cache"
+    result = Child(_spec(pytestconfig), impl.cache_env(str(root)), root.parent / "warm.json").result()
+    _check_outputs(result, expected, "warm-up")
+    (key,) = impl.cache_keys(str(root))
+    return root, key
+
+
+@pytest.mark.parametrize("damage", DAMAGE)
+def test_a_damaged_entry_is_never_executed_and_is_recompiled(impl, pytestconfig, tmp_path, warm_cache, expected, damage):
+    src, key = warm_cache
+    root = tmp_path / "moved-cache"  # a cache directory moved elsewhere keeps its keys
+    shutil.copytree(src, root)
+    artifact, metadata = impl.cache_entry_files(str(root), key)[:2]
+    if damage == "truncate_artifact":
+        os.truncate(artifact, os.path.getsize(artifact) // 2)
+    elif damage == "flip_artifact_byte":
+        data = bytearray(open(artifact, "rb").read())
+        data[len(data) // 2] ^= 0x5A
+        open(artifact, "wb").write(bytes(data))
+    elif damage == "truncate_metadata":
+        os.truncate(metadata, os.path.getsize(metadata) // 2)
+    else:
+        open(metadata, "wb").write(b"\x00garbage\xff" * 10)
+    result = Child(_spec(pytestconfig), impl.cache_env(str(root)), tmp_path / "after.json").result()
+    _check_outputs(result, expected, f"the run after {damage}")
+    assert result["compiler_invocations"] == 1, "the damaged entry was used instead of recompiled"
+    assert any(key in w for w in result["warnings"]), f"no warning names the evicted key: {result['warnings']}"
+    assert impl.cache_keys(str(root)) == [key]
+    again = Child(_spec(pytestconfig), impl.cache_env(str(root), assert_hit=True), tmp_path / "again.json").result()
+    _check_outputs(again, expected, "the run after the recompile")
+
+
+def test_an_undamaged_moved_cache_still_hits(impl, pytestconfig, tmp_path, warm_cache, expected):
+    src, key = warm_cache
+    root = tmp_path / "elsewhere" / "cache"
+    shutil.copytree(src, root)
+    result = Child(
+        _spec(pytestconfig), impl.cache_env(str(root), assert_hit=True), tmp_path / "moved.json", cwd=str(tmp_path)
+    ).result()
+    _check_outputs(result, expected, "a process using a moved cache from another directory")
+    assert result["compiler_invocations"] == 0
+
+
+# --- a cache directory that cannot be written --------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _unwritable(path, how: str):
+    path.mkdir(parents=True, exist_ok=True)
+    if how == "read_only" and os.geteuid() != 0:
+        path.chmod(0o555)
+        try:
+            yield
+        finally:
+            path.chmod(0o755)
+        return
+    if os.geteuid() != 0:
+        pytest.skip("a full filesystem needs root to mount a small tmpfs")
+    if how == "read_only":
+        cmds = [["mount", "--bind", str(path), str(path)], ["mount", "-o", "remount,bind,ro", str(path)]]
+    else:
+        cmds = [["mount", "-t", "tmpfs", "-o", "size=8k", "tmpfs", str(path)]]
+    for i, cmd in enumerate(cmds):
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode != 0:
+            if i:
+                subprocess.run(["umount", str(path)], capture_output=True)
+            pytest.skip(f"cannot make {how} directory here: {' '.join(cmd)}: {proc.stderr.strip()}")
+    try:
+        yield
+    finally:
+        subprocess.run(["umount", str(path)], capture_output=True)
+
+
+@pytest.mark.parametrize("how", ["read_only", "full"])
+def test_an_unwritable_cache_dir_compiles_without_caching_or_fails_clearly(impl, pytestconfig, tmp_path, expected, how):
+    neff = tmp_path / "neff"
+    root = tmp_path / "cache"
+    with _unwritable(neff, how):
+        before = sorted(os.listdir(neff))
+        result = Child(_spec(pytestconfig), impl.cache_env(str(root), neff_dir=str(neff)), tmp_path / "ro.json").result()
+        after = sorted(os.listdir(neff))
+    assert after == before, f"the {how} directory was changed: {after}"
+    if result["rc"] == 0:
+        _check_outputs(result, expected, f"a compile with a {how} cache")
+        assert result["warnings"], "compiled without caching but gave no warning"
+        assert any(str(neff) in w for w in result["warnings"]), f"no warning names {neff}: {result['warnings']}"
+    else:
+        assert str(neff) in result["error"]["message"], f"the error does not name the directory: {result['error']}"
+
+
+def test_a_read_only_warm_cache_still_serves_hits(impl, pytestconfig, tmp_path, warm_cache, expected):
+    src, key = warm_cache
+    root = tmp_path / "cache"
+    shutil.copytree(src, root)
+    neff = root / "neff"
+    if not neff.is_dir():
+        pytest.skip("the implementation keeps its artifacts elsewhere under the root")
+    with _unwritable(neff, "read_only"):
+        result = Child(
+            _spec(pytestconfig), impl.cache_env(str(root), neff_dir=str(neff), assert_hit=True), tmp_path / "rw.json"
+        ).result()
+    _check_outputs(result, expected, "a hit from a read-only cache")
+    assert result["compiler_invocations"] == 0

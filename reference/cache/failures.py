@@ -1,0 +1,87 @@
+"""Records of failed compiles, and the retry policy they enforce.
+
+When a compile fails, the process holding the key's lock writes ``.failures/<key>.json`` in the
+cache directory: the graph name, the error, the compiler's log, the number of consecutive failed
+attempts and the time of the last one. A successful compile of the key deletes the record.
+
+The policy (``MAX_ATTEMPTS`` and ``COOLDOWN_S``, documented in docs/caching.md):
+
+- the first ``MAX_ATTEMPTS`` (3) attempts compile as usual, so a transient failure (a killed or
+  out-of-memory compiler) costs nothing more than the retry;
+- after that many consecutive failures, further attempts within ``COOLDOWN_S`` (600 s) of the last
+  failure raise :class:`RecordedCompileFailure` at once, with the recorded compiler log, instead of
+  running a compile that just failed three times;
+- once the cool-down has passed, the next attempt compiles again (and a new failure starts a new
+  cool-down). No graph is ever blocked for longer than one cool-down by its record, and deleting
+  the record file retries at once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import time
+from typing import Any
+
+from reference.cache.errors import RecordedCompileFailure
+
+MAX_ATTEMPTS = 3
+COOLDOWN_S = 600.0
+_LOG_LIMIT = 64_000  # characters of compiler output kept in a record
+
+
+class FailureRecords:
+    def __init__(self, root: str, *, max_attempts: int = MAX_ATTEMPTS, cooldown_s: float = COOLDOWN_S) -> None:
+        self.root = root
+        self.max_attempts = max_attempts
+        self.cooldown_s = cooldown_s
+
+    def path(self, key: str) -> str:
+        return os.path.join(self.root, f"{key}.json")
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        try:
+            with open(self.path(key), encoding="utf-8") as fh:
+                data = json.load(fh)
+        except (OSError, ValueError):
+            return None
+        return data if isinstance(data, dict) else None
+
+    def check(self, key: str, *, graph_name: str | None = None, now: float | None = None) -> None:
+        """Raise :class:`RecordedCompileFailure` when the policy holds this attempt back."""
+        rec = self.get(key)
+        if not rec:
+            return
+        attempts = int(rec.get("attempts", 0))
+        if attempts < self.max_attempts:
+            return
+        waited = (time.time() if now is None else now) - float(rec.get("last_failure", 0))
+        if waited >= self.cooldown_s:
+            return
+        raise RecordedCompileFailure(
+            graph_name or rec.get("graph_name"), key, attempts, self.cooldown_s - waited, self.path(key), rec.get("log", "")
+        )
+
+    def record(self, key: str, *, graph_name: str | None, error: BaseException) -> dict[str, Any]:
+        """Count one more failed attempt; returns the record. Raises ``OSError`` if unwritable."""
+        rec = self.get(key) or {"key": key, "attempts": 0, "first_failure": time.time()}
+        rec.update(
+            attempts=int(rec.get("attempts", 0)) + 1,
+            last_failure=time.time(),
+            graph_name=graph_name,
+            error=f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}",
+            log=(getattr(error, "compiler_log", "") or str(error))[-_LOG_LIMIT:],
+            command=getattr(error, "command", None),
+            pid=os.getpid(),
+        )
+        os.makedirs(self.root, exist_ok=True)
+        tmp = f"{self.path(key)}.{os.getpid()}.tmp"
+        with open(tmp, "w", encoding="utf-8") as fh:
+            json.dump(rec, fh, indent=2, sort_keys=True)
+        os.replace(tmp, self.path(key))
+        return rec
+
+    def clear(self, key: str) -> None:
+        with contextlib.suppress(OSError):
+            os.unlink(self.path(key))

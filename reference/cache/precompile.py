@@ -1,0 +1,96 @@
+"""PyTorch's precompile cache (``TORCH_CACHING_PRECOMPILE``) for the neuron backend.
+
+With ``torch._dynamo.config.caching_precompile`` on (PyTorch sets it from ``TORCH_CACHING_PRECOMPILE``
+at import), Dynamo packages each compiled frame (bytecode and guards) and asks every backend for a
+serializable artifact under the graph's backend id. ``torch.compiler.save_cache_artifacts()`` then
+returns one blob; ``torch.compiler.load_cache_artifacts(blob)`` in a fresh process installs the
+frames so Dynamo does not trace again.
+
+The neuron backend's artifact is the Dynamo graph module (pickled as code plus attributes), the
+input specs and the backend options: everything needed to rebuild the compiled callable. On load
+it is rebuilt lazily on the first call through the ordinary pipeline, which finds its lowering in
+the HLO cache and its binary in the NEFF cache, so a warm process skips Dynamo tracing, lowering
+and compiling; only AOT Autograd's trace of the small graph runs again.
+"""
+
+from __future__ import annotations
+
+import logging
+import pickle
+import threading
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+import torch
+from torch._dynamo.precompile_context import BackendCacheArtifact, PrecompileContext
+
+log = logging.getLogger(__name__)
+
+
+def enabled() -> bool:
+    return bool(getattr(torch._dynamo.config, "caching_precompile", False))
+
+
+@dataclass
+class _Payload:
+    graph: bytes  # pickled GraphModule
+    specs: list[tuple[str, tuple[int, ...], tuple[int, ...]]]
+    options: dict[str, Any]
+
+
+def _dtype(name: str) -> torch.dtype:
+    return getattr(torch, name.removeprefix("torch."))
+
+
+class LazyNeuronCallable:
+    """The compiled callable rebuilt from a precompile artifact on its first call."""
+
+    def __init__(self, payload: _Payload) -> None:
+        self._payload = payload
+        self._compiled = None
+        self._lock = threading.Lock()
+
+    def _build(self):
+        from reference.compile.backend import compile_fx_graph
+
+        gm = pickle.loads(self._payload.graph)
+        example = [torch.empty_strided(shape, stride, dtype=_dtype(dtype)) for dtype, shape, stride in self._payload.specs]
+        return compile_fx_graph(gm, example, self._payload.options, seam="neuron_libtorch")
+
+    def __call__(self, *args):
+        if self._compiled is None:
+            with self._lock:
+                if self._compiled is None:
+                    self._compiled = self._build()
+        return self._compiled(*args)
+
+
+class NeuronPrecompileArtifact(BackendCacheArtifact):
+    """The neuron backend's entry in PyTorch's precompile cache (picklable: module level)."""
+
+    def __init__(self, key: str, content: bytes) -> None:
+        self.key = key
+        self.content = content
+
+    def after_deserialization(self):
+        return LazyNeuronCallable(pickle.loads(self.content))
+
+
+def record(gm: torch.fx.GraphModule, example_inputs: list, options: Mapping[str, Any] | None) -> bool:
+    """Record the graph for PyTorch's precompile cache; False when it cannot be (a warning is logged)."""
+    backend_id = gm.meta.get("backend_id") if hasattr(gm, "meta") else None
+    if not backend_id:
+        return False
+    try:
+        specs = []
+        for t in example_inputs:
+            if not isinstance(t, torch.Tensor):
+                raise TypeError(f"a {type(t).__name__} input")
+            specs.append((str(t.dtype), tuple(int(s) for s in t.shape), tuple(int(s) for s in t.stride())))
+        payload = _Payload(pickle.dumps(gm), specs, dict(options or {}))
+        content = pickle.dumps(payload)
+    except Exception as exc:  # an unpicklable graph only loses the precompile shortcut
+        log.warning("graph %s is not saved to the precompile cache: %s", backend_id, exc)
+        return False
+    PrecompileContext.record_artifact(NeuronPrecompileArtifact(backend_id, content))
+    return True
