@@ -70,6 +70,10 @@ class SPMDProgram:
         """The program as a LoweredGraph: the whole-program text is what the key hashes."""
         return LoweredGraph(self.text, self.input_specs, self.output_specs, self.node_count)
 
+    def replica_groups(self) -> dict[str, list[list[int]]]:
+        """The meshes the program's collectives run over, by channel id (a cache-key component)."""
+        return {f"channel_{c['channel_id']}": c["replica_groups"] for c in self.collectives}
+
     def manifest(self) -> dict:
         return {"graph_name": self.graph_name, "steps": self.steps, "inputs": self.inputs, "outputs": self.outputs}
 
@@ -488,7 +492,10 @@ def compile_spmd_graph(
     start = time.perf_counter()
     program = lower_program(aten_gm, graph_name=graph_name)
     lower_us = int((time.perf_counter() - start) * 1e6)
-    built = build_artifact(program.lowered(), compiler_args, graph_name=graph_name, driver=ProgramCompiler(program))
+    built = build_artifact(
+        program.lowered(), compiler_args, graph_name=graph_name, driver=ProgramCompiler(program),
+        replica_groups=program.replica_groups(),
+    )
     METRICS.record(
         NeuronCompilationMetrics(
             graph_id=built.key,
@@ -558,11 +565,12 @@ def build_only(model, args: tuple, kwargs: dict | None = None, options=None, sta
         if has_collectives(aten_gm):
             program = lower_program(aten_gm, graph_name=graph_name)
             lowered, driver, specs = program.lowered(), ProgramCompiler(program), program.output_specs
+            groups = program.replica_groups()
         else:
             lowered = lower_to_stablehlo(aten_gm, graph_name=graph_name)
-            driver, specs = None, lowered.output_specs
+            driver, specs, groups = None, lowered.output_specs, None
         t1 = time.perf_counter()
-        built = build_artifact(lowered, compiler_args, graph_name=graph_name, driver=driver)
+        built = build_artifact(lowered, compiler_args, graph_name=graph_name, driver=driver, replica_groups=groups)
         timings["lower_s"] += t1 - t0
         timings["build_s"] += time.perf_counter() - t1
         keys[graph_name] = built.key
