@@ -243,7 +243,35 @@ class Implementation:
         raise NotSupported("a capture directory from an older release")
 
     # --- SPMD (issue 7) ---------------------------------------------------------------------------
-    # (adapter methods for the SPMD contract go here)
+    # These run inside the ranks that conformance.launcher starts (torch.distributed is initialized).
+
+    def spmd_rank_tensor(self, rank: int):
+        """The runtime ``rank`` input the runner threads into every forward (a tensor)."""
+        raise NotSupported("SPMD: runtime rank tensor")
+
+    def spmd_process_group(self, replica_groups: Sequence[Sequence[int]]):
+        """Create the process groups of a full mesh (a partition of the world; every rank calls
+        this with the same argument), register the mesh, and return this rank's group."""
+        raise NotSupported("SPMD: mesh registry")
+
+    def spmd_lower(self, model: Callable, args: Sequence[Any], kwargs: Mapping[str, Any] | None = None) -> list[str]:
+        """The text each graph of ``model(*args, **kwargs)`` is keyed by (for a graph with
+        collectives, the whole program with its replica groups), in order, without compiling."""
+        raise NotSupported("SPMD: lowering graphs with collectives")
+
+    def spmd_compile_stats(self) -> dict[str, Any]:
+        """In this process so far: ``{"graphs": {graph name: cache key}, "compiler_invocations": n}``."""
+        raise NotSupported("SPMD: compile statistics")
+
+    def check_single_artifact(self, staged: Mapping[str, Mapping[str, Sequence[int]]], *, strict: bool | None = None) -> list:
+        """The single-artifact check of ``parallel_compile``: ``staged[graph][hash] = ranks``;
+        returns the splinters (warns), or raises under the strict flag (``strict=None``: from
+        ``NEURON_LIBTORCH_SPMD_STRICT``)."""
+        raise NotSupported("SPMD: single-artifact check")
+
+    def spmd_violation_errors(self) -> tuple[type, ...]:
+        """The exception types the guard rails raise under ``NEURON_LIBTORCH_SPMD_STRICT=1``."""
+        raise NotSupported("SPMD: guard rails")
 
     def compile_env(self) -> Mapping[str, str]:
         """Environment variables a fresh process needs to use this implementation (e.g. a cache

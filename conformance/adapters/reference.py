@@ -268,7 +268,38 @@ class ReferenceImplementation(Implementation):
         return str(dest)
 
     # --- SPMD (issue 7) ---------------------------------------------------------------------------
-    # (adapter methods for the SPMD contract go here)
+    def spmd_rank_tensor(self, rank: int):
+        from reference.spmd import rank_tensor
+
+        return rank_tensor(rank)
+
+    def spmd_process_group(self, replica_groups):
+        from reference.spmd import NeuronGroupCoordinator
+
+        return NeuronGroupCoordinator(replica_groups).group
+
+    def spmd_lower(self, model, args, kwargs=None):
+        from reference.spmd.program import lower_texts
+
+        return lower_texts(model, tuple(args), dict(kwargs or {}))
+
+    def spmd_compile_stats(self):
+        from reference.compile.metrics import METRICS
+
+        return {
+            "graphs": {m.graph_name: m.graph_id for m in METRICS.records()},
+            "compiler_invocations": METRICS.counters().get("compiler_invocations", 0),
+        }
+
+    def check_single_artifact(self, staged, *, strict=None):
+        from reference.spmd.guards import check_single_artifact
+
+        return check_single_artifact(staged, strict=strict)
+
+    def spmd_violation_errors(self):
+        from reference.spmd.errors import SPMDViolationError
+
+        return (SPMDViolationError,)
 
 
 def make() -> ReferenceImplementation:

@@ -53,8 +53,12 @@ def lowering_fingerprint() -> str:
 
 
 def _tensor_digest(t: torch.Tensor) -> dict[str, Any]:
-    t = t.detach().cpu()
-    raw = t.reshape(-1).contiguous().view(torch.uint8).numpy().tobytes()
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
+
+    # AOT Autograd calls the backend inside its fake mode; a graph constant is a real tensor.
+    with unset_fake_temporarily():
+        t = t.detach().cpu()
+        raw = t.reshape(-1).contiguous().view(torch.uint8).numpy().tobytes()
     return {"dtype": str(t.dtype), "shape": list(t.shape), "sha256": _digest(raw)}
 
 

@@ -142,9 +142,20 @@ def stage_graph(
                 pass  # the same graph with the same arguments was staged by someone else: same content
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
+    _mark_rank(final)
     staged = StagedGraph(key, final, meta, lowered.hlo)
     CAPTURES.add({"key": key, "graph_name": graph_name, "compiler_args": list(compiler_args), "directory": directory})
     return staged
+
+
+def _mark_rank(entry_dir: str) -> None:
+    """In a multi-rank run, record which rank staged this entry, for the single-artifact check."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        from reference.spmd.guards import mark_staged_rank
+
+        mark_staged_rank(entry_dir, dist.get_rank())
 
 
 def read_staged(directory: str | os.PathLike) -> list[StagedGraph]:

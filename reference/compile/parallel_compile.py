@@ -80,14 +80,19 @@ def check_staged_graphs(groups: Mapping[str, Sequence[StagedGraph]]) -> None:
 
     ``groups`` maps each graph name to every staged entry of that name (several when, for example,
     ranks or argument sets staged the same graph differently). A check raises a
-    :class:`~reference.compile.errors.NeuronBackendError` naming the graph. None is registered by
-    this module yet: the SPMD single-artifact check (issue 7) belongs here.
+    :class:`~reference.compile.errors.NeuronBackendError` naming the graph.
 
     Caution: graph names come from Dynamo's per-process counters, which every forked trace child
     inherits, so two different graphs traced by two children can share a name. A check that
     expects one artifact per name should compare the entries' input specs (or HLO) too.
+
+    Registered: the SPMD single-artifact check (:func:`reference.spmd.guards.check_staged_groups`),
+    over the entries whose hash directories record the ranks that staged them (multi-rank
+    captures); it warns about per-rank splinters, and raises under ``NEURON_LIBTORCH_SPMD_STRICT=1``.
     """
-    return None
+    from reference.spmd.guards import check_staged_groups
+
+    check_staged_groups(groups)
 
 
 def resolve_staged_args(entry: StagedGraph, base_compiler_args: Sequence[str] | None) -> tuple[list[str], str]:

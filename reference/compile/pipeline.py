@@ -172,6 +172,12 @@ def compile_aten_graph(
     fx_passes_us: int = 0,
 ) -> CompiledGraph:
     """Lower, build (or fetch) and load one ATen graph, recording its metrics."""
+    if has_collectives(aten_gm):  # split at the collectives: see reference/spmd/program.py
+        from reference.spmd.program import compile_spmd_graph
+
+        return compile_spmd_graph(
+            aten_gm, graph_name=graph_name, compiler_args=compiler_args, model_name=model_name, fx_passes_us=fx_passes_us
+        )
     start = time.perf_counter()
     lowered = lower_cached(aten_gm, graph_name=graph_name, lower=lower_to_stablehlo)  # HLO cache first
     lower_us = int((time.perf_counter() - start) * 1e6)

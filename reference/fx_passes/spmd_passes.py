@@ -1,8 +1,14 @@
-"""SPMD passes: placeholders in the default order until the SPMD work fills them in.
+"""The two SPMD passes, last in the default order; their bodies live in ``reference/spmd/``.
 
-``CollectiveReplicaGroupsPass`` will give each collective its replica groups from the mesh, and
-``RankConstantCheckPass`` will reject graphs that bake a rank into a constant. Today both return
-the graph unchanged (see tests/test_fx_passes_spmd_placeholders.py).
+- ``CollectiveReplicaGroupsPass`` resolves every ``_c10d_functional`` collective's (per-rank)
+  group name to the full mesh registered by ``NeuronGroupCoordinator`` and writes it to
+  ``node.meta["replica_groups"]`` (and the mesh's channel id to ``node.meta["channel_id"]``).
+  A collective over a group no coordinator registered is a ``MeshError``.
+- ``RankConstantCheckPass`` finds small integer constant tensors built while a runtime ``rank``
+  input is in the graph: it warns by default and raises ``RankConstantError`` (naming the node and
+  its source line) under ``NEURON_LIBTORCH_SPMD_STRICT=1``. It does not change the graph.
+
+See docs/spmd.md.
 """
 
 from __future__ import annotations
@@ -13,26 +19,30 @@ from reference.fx_passes.base import FXPass
 
 
 class CollectiveReplicaGroupsPass(FXPass):
-    """Placeholder: returns the graph unchanged."""
+    """Annotates each collective with the full replica groups of its mesh."""
 
-    version = 1
+    version = 1  # the graph returned is the placeholder's (only node.meta is added): keys unchanged
 
     @property
     def name(self) -> str:
         return "CollectiveReplicaGroupsPass"
 
     def run(self, gm: torch.fx.GraphModule, **kwargs) -> torch.fx.GraphModule:
-        return gm
+        from reference.spmd.passes import collective_replica_groups
+
+        return collective_replica_groups(gm, **kwargs)
 
 
 class RankConstantCheckPass(FXPass):
-    """Placeholder: returns the graph unchanged."""
+    """The graph-level SPMD guard rail (warns, or raises under the strict flag)."""
 
-    version = 1
+    version = 1  # the graph returned is the placeholder's (only node.meta is added): keys unchanged
 
     @property
     def name(self) -> str:
         return "RankConstantCheckPass"
 
     def run(self, gm: torch.fx.GraphModule, **kwargs) -> torch.fx.GraphModule:
-        return gm
+        from reference.spmd.passes import rank_constant_check
+
+        return rank_constant_check(gm, **kwargs)

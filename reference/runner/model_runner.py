@@ -135,7 +135,7 @@ class NeuronModelRunner:
     def _compiled(self) -> Callable:
         if self.compiled_model is None:
             raise RuntimeError("call load_model() before running the model")
-        return self.compiled_model
+        return _thread_rank(self.model, self.compiled_model)
 
     def prefill_forward(self, **kwargs: Any) -> Any:
         """Prefill sites are untagged: the base arguments apply."""
@@ -179,3 +179,23 @@ class NeuronModelRunner:
                 self._plain_decode_capture(**kwargs)
             else:
                 self.run_site(graph_type, **kwargs)
+
+
+def _thread_rank(model: torch.nn.Module, compiled: Callable) -> Callable:
+    """SPMD: a model whose ``forward`` takes ``rank`` gets this process's rank as a runtime tensor
+    (unless the caller passed one), so per-rank values are computed in the graph; see docs/spmd.md."""
+    import inspect
+
+    try:
+        takes_rank = "rank" in inspect.signature(model.forward).parameters
+    except (TypeError, ValueError):
+        takes_rank = False
+    if not takes_rank:
+        return compiled
+    from reference.spmd.rank import rank_tensor
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        kwargs.setdefault("rank", rank_tensor())
+        return compiled(*args, **kwargs)
+
+    return call

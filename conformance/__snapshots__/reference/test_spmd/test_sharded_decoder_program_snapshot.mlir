@@ -1,0 +1,378 @@
+// graph 0 of 1
+module @spmd_program {
+  func.func private @piece_0(%arg0: tensor<i64>, %arg1: tensor<2x8xi64>, %arg2: tensor<64x64xf32>) -> tensor<2x8x64xf32> {
+    %c = stablehlo.constant dense<64> : tensor<2x8xi64>
+    %c_0 = stablehlo.constant dense<0> : tensor<2x8xi64>
+    %c_1 = stablehlo.constant dense<64> : tensor<i64>
+    %c_2 = stablehlo.constant dense<2> : tensor<i64>
+    %0 = stablehlo.remainder %arg0, %c_2 : tensor<i64>
+    %1 = stablehlo.multiply %0, %c_1 : tensor<i64>
+    %2 = stablehlo.broadcast_in_dim %1, dims = [] : (tensor<i64>) -> tensor<2x8xi64>
+    %3 = stablehlo.subtract %arg1, %2 : tensor<2x8xi64>
+    %4 = stablehlo.compare GE, %3, %c_0, SIGNED : (tensor<2x8xi64>, tensor<2x8xi64>) -> tensor<2x8xi1>
+    %5 = stablehlo.compare LT, %3, %c, SIGNED : (tensor<2x8xi64>, tensor<2x8xi64>) -> tensor<2x8xi1>
+    %6 = stablehlo.and %4, %5 : tensor<2x8xi1>
+    %7 = stablehlo.convert %6 : (tensor<2x8xi1>) -> tensor<2x8xi64>
+    %8 = stablehlo.multiply %3, %7 : tensor<2x8xi64>
+    %9 = "stablehlo.gather"(%arg2, %8) <{dimension_numbers = #stablehlo.gather<offset_dims = [2], collapsed_slice_dims = [0], start_index_map = [0], index_vector_dim = 2>, indices_are_sorted = false, slice_sizes = array<i64: 1, 64>}> : (tensor<64x64xf32>, tensor<2x8xi64>) -> tensor<2x8x64xf32>
+    %10 = stablehlo.convert %9 : tensor<2x8x64xf32>
+    %11 = stablehlo.reshape %6 : (tensor<2x8xi1>) -> tensor<2x8x1xi1>
+    %12 = stablehlo.convert %11 : (tensor<2x8x1xi1>) -> tensor<2x8x1xf32>
+    %13 = stablehlo.broadcast_in_dim %12, dims = [0, 1, 2] : (tensor<2x8x1xf32>) -> tensor<2x8x64xf32>
+    %14 = stablehlo.multiply %10, %13 : tensor<2x8x64xf32>
+    return %14 : tensor<2x8x64xf32>
+  }
+  func.func private @piece_1(%arg0: tensor<32x64xf32>, %arg1: tensor<2x8xi64>, %arg2: tensor<2x8x64xf32>, %arg3: tensor<64xf32>, %arg4: tensor<96x64xf32>, %arg5: tensor<2x2x32x16xf32>, %arg6: tensor<2x2x32x16xf32>, %arg7: tensor<64x32xf32>) -> (tensor<2x8x64xf32>, tensor<2x2x32x16xf32>, tensor<2x2x32x16xf32>, tensor<2x8x64xf32>) {
+    %c = stablehlo.constant dense<0> : tensor<32xi64>
+    %c_0 = stablehlo.constant dense<1> : tensor<32xi64>
+    %c_1 = stablehlo.constant dense<32> : tensor<i64>
+    %c_2 = stablehlo.constant dense<0> : tensor<2xi64>
+    %c_3 = stablehlo.constant dense<1> : tensor<2xi64>
+    %c_4 = stablehlo.constant dense<2> : tensor<i64>
+    %c_5 = stablehlo.constant dense<0> : tensor<16xi64>
+    %c_6 = stablehlo.constant dense<1> : tensor<16xi64>
+    %c_7 = stablehlo.constant dense<16> : tensor<i64>
+    %c_8 = stablehlo.constant dense<1> : tensor<i64>
+    %cst = stablehlo.constant dense<0.000000e+00> : tensor<2x2x8x32xf32>
+    %cst_9 = stablehlo.constant dense<0.000000e+00> : tensor<f32>
+    %cst_10 = stablehlo.constant dense<0xFF800000> : tensor<f32>
+    %c_11 = stablehlo.constant dense<false> : tensor<i1>
+    %cst_12 = arith.constant dense<2> : tensor<1xi64>
+    %cst_13 = arith.constant dense<64> : tensor<1xi64>
+    %cst_14 = arith.constant dense<9.9999999999999995E-7> : tensor<1xf64>
+    %cst_15 = arith.constant dense<5.000000e-01> : tensor<1xf64>
+    %cst_16 = arith.constant dense<0xFFF0000000000000> : tensor<1xf64>
+    %0 = "stablehlo.gather"(%arg0, %arg1) <{dimension_numbers = #stablehlo.gather<offset_dims = [2], collapsed_slice_dims = [0], start_index_map = [0], index_vector_dim = 2>, indices_are_sorted = false, slice_sizes = array<i64: 1, 64>}> : (tensor<32x64xf32>, tensor<2x8xi64>) -> tensor<2x8x64xf32>
+    %1 = stablehlo.convert %0 : tensor<2x8x64xf32>
+    %2 = stablehlo.add %arg2, %1 : tensor<2x8x64xf32>
+    %3 = stablehlo.convert %cst_12 : (tensor<1xi64>) -> tensor<1xf32>
+    %4 = stablehlo.reshape %3 : (tensor<1xf32>) -> tensor<f32>
+    %5 = stablehlo.broadcast_in_dim %4, dims = [] : (tensor<f32>) -> tensor<2x8x64xf32>
+    %6 = stablehlo.power %2, %5 : tensor<2x8x64xf32>
+    %7 = stablehlo.reduce(%6 init: %cst_9) applies stablehlo.add across dimensions = [2] : (tensor<2x8x64xf32>, tensor<f32>) -> tensor<2x8xf32>
+    %8 = stablehlo.reshape %7 : (tensor<2x8xf32>) -> tensor<2x8x1xf32>
+    %9 = stablehlo.convert %cst_13 : (tensor<1xi64>) -> tensor<1xf32>
+    %10 = stablehlo.reshape %9 : (tensor<1xf32>) -> tensor<f32>
+    %11 = stablehlo.broadcast_in_dim %10, dims = [] : (tensor<f32>) -> tensor<2x8x1xf32>
+    %12 = stablehlo.divide %8, %11 : tensor<2x8x1xf32>
+    %13 = stablehlo.convert %cst_14 : (tensor<1xf64>) -> tensor<1xf32>
+    %14 = stablehlo.reshape %13 : (tensor<1xf32>) -> tensor<f32>
+    %15 = stablehlo.broadcast_in_dim %14, dims = [] : (tensor<f32>) -> tensor<2x8x1xf32>
+    %16 = stablehlo.add %12, %15 : tensor<2x8x1xf32>
+    %17 = stablehlo.rsqrt %16 : tensor<2x8x1xf32>
+    %18 = stablehlo.broadcast_in_dim %17, dims = [0, 1, 2] : (tensor<2x8x1xf32>) -> tensor<2x8x64xf32>
+    %19 = stablehlo.multiply %2, %18 : tensor<2x8x64xf32>
+    %20 = stablehlo.broadcast_in_dim %arg3, dims = [2] : (tensor<64xf32>) -> tensor<2x8x64xf32>
+    %21 = stablehlo.multiply %19, %20 : tensor<2x8x64xf32>
+    %22 = stablehlo.transpose %arg4, dims = [1, 0] : (tensor<96x64xf32>) -> tensor<64x96xf32>
+    %23 = stablehlo.reshape %21 : (tensor<2x8x64xf32>) -> tensor<16x64xf32>
+    %24 = stablehlo.dot_general %23, %22, contracting_dims = [1] x [0] : (tensor<16x64xf32>, tensor<64x96xf32>) -> tensor<16x96xf32>
+    %25 = stablehlo.reshape %24 : (tensor<16x96xf32>) -> tensor<2x8x96xf32>
+    %26 = stablehlo.slice %25 [0:2, 0:8, 0:32] : (tensor<2x8x96xf32>) -> tensor<2x8x32xf32>
+    %27 = stablehlo.slice %25 [0:2, 0:8, 32:64] : (tensor<2x8x96xf32>) -> tensor<2x8x32xf32>
+    %28 = stablehlo.slice %25 [0:2, 0:8, 64:96] : (tensor<2x8x96xf32>) -> tensor<2x8x32xf32>
+    %29 = stablehlo.reshape %26 : (tensor<2x8x32xf32>) -> tensor<2x8x2x16xf32>
+    %30 = stablehlo.transpose %29, dims = [0, 2, 1, 3] : (tensor<2x8x2x16xf32>) -> tensor<2x2x8x16xf32>
+    %31 = stablehlo.reshape %27 : (tensor<2x8x32xf32>) -> tensor<2x8x2x16xf32>
+    %32 = stablehlo.transpose %31, dims = [0, 2, 1, 3] : (tensor<2x8x2x16xf32>) -> tensor<2x2x8x16xf32>
+    %33 = stablehlo.reshape %28 : (tensor<2x8x32xf32>) -> tensor<2x8x2x16xf32>
+    %34 = stablehlo.transpose %33, dims = [0, 2, 1, 3] : (tensor<2x8x2x16xf32>) -> tensor<2x2x8x16xf32>
+    %35 = stablehlo.slice %arg1 [0:1, 0:8] : (tensor<2x8xi64>) -> tensor<1x8xi64>
+    %36 = stablehlo.reshape %35 : (tensor<1x8xi64>) -> tensor<8xi64>
+    %37 = stablehlo.convert %c_8 : (tensor<i64>) -> tensor<f64>
+    %38 = stablehlo.convert %c_7 : (tensor<i64>) -> tensor<f64>
+    %39 = stablehlo.divide %38, %37 : tensor<f64>
+    %40 = stablehlo.ceil %39 : tensor<f64>
+    %41 = stablehlo.convert %40 : (tensor<f64>) -> tensor<i64>
+    %42 = stablehlo.reshape %41 : (tensor<i64>) -> tensor<1xi64>
+    %43 = stablehlo.dynamic_iota %42, dim = 0 : (tensor<1xi64>) -> tensor<16xi64>
+    %44 = stablehlo.multiply %43, %c_6 : tensor<16xi64>
+    %45 = stablehlo.add %44, %c_5 : tensor<16xi64>
+    %46 = stablehlo.reshape %36 : (tensor<8xi64>) -> tensor<8x1xi64>
+    %47 = stablehlo.convert %c_4 : (tensor<i64>) -> tensor<f64>
+    %48 = stablehlo.divide %47, %37 : tensor<f64>
+    %49 = stablehlo.ceil %48 : tensor<f64>
+    %50 = stablehlo.convert %49 : (tensor<f64>) -> tensor<i64>
+    %51 = stablehlo.reshape %50 : (tensor<i64>) -> tensor<1xi64>
+    %52 = stablehlo.dynamic_iota %51, dim = 0 : (tensor<1xi64>) -> tensor<2xi64>
+    %53 = stablehlo.multiply %52, %c_3 : tensor<2xi64>
+    %54 = stablehlo.add %53, %c_2 : tensor<2xi64>
+    %55 = stablehlo.reshape %54 : (tensor<2xi64>) -> tensor<2x1xi64>
+    %56 = stablehlo.reshape %55 : (tensor<2x1xi64>) -> tensor<2x1x1xi64>
+    %57 = stablehlo.reshape %56 : (tensor<2x1x1xi64>) -> tensor<2x1x1x1xi64>
+    %58 = stablehlo.broadcast_in_dim %57, dims = [0, 1, 2, 3] : (tensor<2x1x1x1xi64>) -> tensor<2x2x8x16xi64>
+    %59 = stablehlo.reshape %58 : (tensor<2x2x8x16xi64>) -> tensor<2x2x8x16x1xi64>
+    %60 = stablehlo.broadcast_in_dim %56, dims = [1, 2, 3] : (tensor<2x1x1xi64>) -> tensor<2x2x8x16xi64>
+    %61 = stablehlo.reshape %60 : (tensor<2x2x8x16xi64>) -> tensor<2x2x8x16x1xi64>
+    %62 = stablehlo.broadcast_in_dim %46, dims = [2, 3] : (tensor<8x1xi64>) -> tensor<2x2x8x16xi64>
+    %63 = stablehlo.reshape %62 : (tensor<2x2x8x16xi64>) -> tensor<2x2x8x16x1xi64>
+    %64 = stablehlo.broadcast_in_dim %45, dims = [3] : (tensor<16xi64>) -> tensor<2x2x8x16xi64>
+    %65 = stablehlo.reshape %64 : (tensor<2x2x8x16xi64>) -> tensor<2x2x8x16x1xi64>
+    %66 = stablehlo.concatenate %59, %61, %63, %65, dim = 4 : (tensor<2x2x8x16x1xi64>, tensor<2x2x8x16x1xi64>, tensor<2x2x8x16x1xi64>, tensor<2x2x8x16x1xi64>) -> tensor<2x2x8x16x4xi64>
+    %67 = "stablehlo.scatter"(%arg5, %66, %32) <{indices_are_sorted = false, scatter_dimension_numbers = #stablehlo.scatter<inserted_window_dims = [0, 1, 2, 3], scatter_dims_to_operand_dims = [0, 1, 2, 3], index_vector_dim = 4>, unique_indices = false}> ({
+    ^bb0(%arg8: tensor<f32>, %arg9: tensor<f32>):
+      stablehlo.return %arg9 : tensor<f32>
+    }) : (tensor<2x2x32x16xf32>, tensor<2x2x8x16x4xi64>, tensor<2x2x8x16xf32>) -> tensor<2x2x32x16xf32>
+    %68 = "stablehlo.scatter"(%arg6, %66, %34) <{indices_are_sorted = false, scatter_dimension_numbers = #stablehlo.scatter<inserted_window_dims = [0, 1, 2, 3], scatter_dims_to_operand_dims = [0, 1, 2, 3], index_vector_dim = 4>, unique_indices = false}> ({
+    ^bb0(%arg8: tensor<f32>, %arg9: tensor<f32>):
+      stablehlo.return %arg9 : tensor<f32>
+    }) : (tensor<2x2x32x16xf32>, tensor<2x2x8x16x4xi64>, tensor<2x2x8x16xf32>) -> tensor<2x2x32x16xf32>
+    %69 = stablehlo.convert %c_1 : (tensor<i64>) -> tensor<f64>
+    %70 = stablehlo.divide %69, %37 : tensor<f64>
+    %71 = stablehlo.ceil %70 : tensor<f64>
+    %72 = stablehlo.convert %71 : (tensor<f64>) -> tensor<i64>
+    %73 = stablehlo.reshape %72 : (tensor<i64>) -> tensor<1xi64>
+    %74 = stablehlo.dynamic_iota %73, dim = 0 : (tensor<1xi64>) -> tensor<32xi64>
+    %75 = stablehlo.multiply %74, %c_0 : tensor<32xi64>
+    %76 = stablehlo.add %75, %c : tensor<32xi64>
+    %77 = stablehlo.reshape %76 : (tensor<32xi64>) -> tensor<1x1x1x32xi64>
+    %78 = stablehlo.reshape %arg1 : (tensor<2x8xi64>) -> tensor<2x1x8x1xi64>
+    %79 = stablehlo.broadcast_in_dim %77, dims = [0, 1, 2, 3] : (tensor<1x1x1x32xi64>) -> tensor<2x1x8x32xi64>
+    %80 = stablehlo.broadcast_in_dim %78, dims = [0, 1, 2, 3] : (tensor<2x1x8x1xi64>) -> tensor<2x1x8x32xi64>
+    %81 = stablehlo.compare LE, %79, %80, SIGNED : (tensor<2x1x8x32xi64>, tensor<2x1x8x32xi64>) -> tensor<2x1x8x32xi1>
+    %82 = stablehlo.broadcast_in_dim %81, dims = [0, 1, 2, 3] : (tensor<2x1x8x32xi1>) -> tensor<2x1x8x32xi1>
+    %83 = stablehlo.broadcast_in_dim %cst_9, dims = [] : (tensor<f32>) -> tensor<2x1x8x32xf32>
+    %84 = stablehlo.broadcast_in_dim %cst_10, dims = [] : (tensor<f32>) -> tensor<2x1x8x32xf32>
+    %85 = stablehlo.select %82, %83, %84 : tensor<2x1x8x32xi1>, tensor<2x1x8x32xf32>
+    %86 = stablehlo.convert %cst_15 : (tensor<1xf64>) -> tensor<1xf32>
+    %87 = stablehlo.reshape %86 : (tensor<1xf32>) -> tensor<f32>
+    %88 = stablehlo.broadcast_in_dim %87, dims = [] : (tensor<f32>) -> tensor<2x2x8x16xf32>
+    %89 = stablehlo.multiply %30, %88 : tensor<2x2x8x16xf32>
+    %90 = stablehlo.transpose %67, dims = [0, 1, 3, 2] : (tensor<2x2x32x16xf32>) -> tensor<2x2x16x32xf32>
+    %91 = stablehlo.broadcast_in_dim %87, dims = [] : (tensor<f32>) -> tensor<2x2x16x32xf32>
+    %92 = stablehlo.multiply %90, %91 : tensor<2x2x16x32xf32>
+    %93 = stablehlo.reshape %89 : (tensor<2x2x8x16xf32>) -> tensor<4x8x16xf32>
+    %94 = stablehlo.reshape %92 : (tensor<2x2x16x32xf32>) -> tensor<4x16x32xf32>
+    %95 = stablehlo.broadcast_in_dim %94, dims = [0, 1, 2] : (tensor<4x16x32xf32>) -> tensor<4x16x32xf32>
+    %96 = stablehlo.dot_general %93, %95, batching_dims = [0] x [0], contracting_dims = [2] x [1] : (tensor<4x8x16xf32>, tensor<4x16x32xf32>) -> tensor<4x8x32xf32>
+    %97 = stablehlo.reshape %96 : (tensor<4x8x32xf32>) -> tensor<2x2x8x32xf32>
+    %98 = stablehlo.broadcast_in_dim %85, dims = [0, 1, 2, 3] : (tensor<2x1x8x32xf32>) -> tensor<2x2x8x32xf32>
+    %99 = stablehlo.add %97, %98 : tensor<2x2x8x32xf32>
+    %100 = stablehlo.reduce(%99 init: %cst_10) applies stablehlo.maximum across dimensions = [3] : (tensor<2x2x8x32xf32>, tensor<f32>) -> tensor<2x2x8xf32>
+    %101 = stablehlo.reshape %100 : (tensor<2x2x8xf32>) -> tensor<2x2x8x1xf32>
+    %102 = stablehlo.broadcast_in_dim %101, dims = [0, 1, 2, 3] : (tensor<2x2x8x1xf32>) -> tensor<2x2x8x32xf32>
+    %103 = stablehlo.subtract %99, %102 : tensor<2x2x8x32xf32>
+    %104 = stablehlo.exponential %103 : tensor<2x2x8x32xf32>
+    %105 = stablehlo.reduce(%104 init: %cst_9) applies stablehlo.add across dimensions = [3] : (tensor<2x2x8x32xf32>, tensor<f32>) -> tensor<2x2x8xf32>
+    %106 = stablehlo.reshape %105 : (tensor<2x2x8xf32>) -> tensor<2x2x8x1xf32>
+    %107 = stablehlo.broadcast_in_dim %106, dims = [0, 1, 2, 3] : (tensor<2x2x8x1xf32>) -> tensor<2x2x8x32xf32>
+    %108 = stablehlo.divide %104, %107 : tensor<2x2x8x32xf32>
+    %109 = stablehlo.convert %cst_16 : tensor<1xf64>
+    %110 = stablehlo.reshape %109 : (tensor<1xf64>) -> tensor<f64>
+    %111 = stablehlo.convert %110 : (tensor<f64>) -> tensor<f32>
+    %112 = stablehlo.broadcast_in_dim %111, dims = [] : (tensor<f32>) -> tensor<2x2x8x32xf32>
+    %113 = stablehlo.compare EQ, %99, %112, FLOAT : (tensor<2x2x8x32xf32>, tensor<2x2x8x32xf32>) -> tensor<2x2x8x32xi1>
+    %114 = stablehlo.not %113 : tensor<2x2x8x32xi1>
+    %115 = stablehlo.reduce(%114 init: %c_11) applies stablehlo.or across dimensions = [3] : (tensor<2x2x8x32xi1>, tensor<i1>) -> tensor<2x2x8xi1>
+    %116 = stablehlo.reshape %115 : (tensor<2x2x8xi1>) -> tensor<2x2x8x1xi1>
+    %117 = stablehlo.not %116 : tensor<2x2x8x1xi1>
+    %118 = stablehlo.broadcast_in_dim %117, dims = [0, 1, 2, 3] : (tensor<2x2x8x1xi1>) -> tensor<2x2x8x32xi1>
+    %119 = stablehlo.broadcast_in_dim %cst, dims = [0, 1, 2, 3] : (tensor<2x2x8x32xf32>) -> tensor<2x2x8x32xf32>
+    %120 = stablehlo.broadcast_in_dim %108, dims = [0, 1, 2, 3] : (tensor<2x2x8x32xf32>) -> tensor<2x2x8x32xf32>
+    %121 = stablehlo.select %118, %119, %120 : tensor<2x2x8x32xi1>, tensor<2x2x8x32xf32>
+    %122 = stablehlo.reshape %121 : (tensor<2x2x8x32xf32>) -> tensor<4x8x32xf32>
+    %123 = stablehlo.reshape %68 : (tensor<2x2x32x16xf32>) -> tensor<4x32x16xf32>
+    %124 = stablehlo.broadcast_in_dim %123, dims = [0, 1, 2] : (tensor<4x32x16xf32>) -> tensor<4x32x16xf32>
+    %125 = stablehlo.dot_general %122, %124, batching_dims = [0] x [0], contracting_dims = [2] x [1] : (tensor<4x8x32xf32>, tensor<4x32x16xf32>) -> tensor<4x8x16xf32>
+    %126 = stablehlo.reshape %125 : (tensor<4x8x16xf32>) -> tensor<2x2x8x16xf32>
+    %127 = stablehlo.transpose %126, dims = [2, 0, 1, 3] : (tensor<2x2x8x16xf32>) -> tensor<8x2x2x16xf32>
+    %128 = stablehlo.transpose %127, dims = [1, 2, 0, 3] : (tensor<8x2x2x16xf32>) -> tensor<2x2x8x16xf32>
+    %129 = stablehlo.transpose %128, dims = [0, 2, 1, 3] : (tensor<2x2x8x16xf32>) -> tensor<2x8x2x16xf32>
+    %130 = stablehlo.reshape %129 : (tensor<2x8x2x16xf32>) -> tensor<2x8x32xf32>
+    %131 = stablehlo.transpose %arg7, dims = [1, 0] : (tensor<64x32xf32>) -> tensor<32x64xf32>
+    %132 = stablehlo.reshape %130 : (tensor<2x8x32xf32>) -> tensor<16x32xf32>
+    %133 = stablehlo.dot_general %132, %131, contracting_dims = [1] x [0] : (tensor<16x32xf32>, tensor<32x64xf32>) -> tensor<16x64xf32>
+    %134 = stablehlo.reshape %133 : (tensor<16x64xf32>) -> tensor<2x8x64xf32>
+    return %2, %67, %68, %134 : tensor<2x8x64xf32>, tensor<2x2x32x16xf32>, tensor<2x2x32x16xf32>, tensor<2x8x64xf32>
+  }
+  func.func private @piece_2(%arg0: tensor<2x8x64xf32>, %arg1: tensor<2x8x64xf32>, %arg2: tensor<64xf32>, %arg3: tensor<64x64xf32>, %arg4: tensor<64x64xf32>, %arg5: tensor<64x64xf32>) -> (tensor<2x8x64xf32>, tensor<2x8x64xf32>) {
+    %cst = stablehlo.constant dense<0.000000e+00> : tensor<f32>
+    %cst_0 = arith.constant dense<2> : tensor<1xi64>
+    %cst_1 = arith.constant dense<64> : tensor<1xi64>
+    %cst_2 = arith.constant dense<9.9999999999999995E-7> : tensor<1xf64>
+    %0 = stablehlo.add %arg0, %arg1 : tensor<2x8x64xf32>
+    %1 = stablehlo.convert %cst_0 : (tensor<1xi64>) -> tensor<1xf32>
+    %2 = stablehlo.reshape %1 : (tensor<1xf32>) -> tensor<f32>
+    %3 = stablehlo.broadcast_in_dim %2, dims = [] : (tensor<f32>) -> tensor<2x8x64xf32>
+    %4 = stablehlo.power %0, %3 : tensor<2x8x64xf32>
+    %5 = stablehlo.reduce(%4 init: %cst) applies stablehlo.add across dimensions = [2] : (tensor<2x8x64xf32>, tensor<f32>) -> tensor<2x8xf32>
+    %6 = stablehlo.reshape %5 : (tensor<2x8xf32>) -> tensor<2x8x1xf32>
+    %7 = stablehlo.convert %cst_1 : (tensor<1xi64>) -> tensor<1xf32>
+    %8 = stablehlo.reshape %7 : (tensor<1xf32>) -> tensor<f32>
+    %9 = stablehlo.broadcast_in_dim %8, dims = [] : (tensor<f32>) -> tensor<2x8x1xf32>
+    %10 = stablehlo.divide %6, %9 : tensor<2x8x1xf32>
+    %11 = stablehlo.convert %cst_2 : (tensor<1xf64>) -> tensor<1xf32>
+    %12 = stablehlo.reshape %11 : (tensor<1xf32>) -> tensor<f32>
+    %13 = stablehlo.broadcast_in_dim %12, dims = [] : (tensor<f32>) -> tensor<2x8x1xf32>
+    %14 = stablehlo.add %10, %13 : tensor<2x8x1xf32>
+    %15 = stablehlo.rsqrt %14 : tensor<2x8x1xf32>
+    %16 = stablehlo.broadcast_in_dim %15, dims = [0, 1, 2] : (tensor<2x8x1xf32>) -> tensor<2x8x64xf32>
+    %17 = stablehlo.multiply %0, %16 : tensor<2x8x64xf32>
+    %18 = stablehlo.broadcast_in_dim %arg2, dims = [2] : (tensor<64xf32>) -> tensor<2x8x64xf32>
+    %19 = stablehlo.multiply %17, %18 : tensor<2x8x64xf32>
+    %20 = stablehlo.transpose %arg3, dims = [1, 0] : (tensor<64x64xf32>) -> tensor<64x64xf32>
+    %21 = stablehlo.reshape %19 : (tensor<2x8x64xf32>) -> tensor<16x64xf32>
+    %22 = stablehlo.dot_general %21, %20, contracting_dims = [1] x [0] : (tensor<16x64xf32>, tensor<64x64xf32>) -> tensor<16x64xf32>
+    %23 = stablehlo.reshape %22 : (tensor<16x64xf32>) -> tensor<2x8x64xf32>
+    %24 = stablehlo.logistic %23 : tensor<2x8x64xf32>
+    %25 = stablehlo.multiply %23, %24 : tensor<2x8x64xf32>
+    %26 = stablehlo.transpose %arg4, dims = [1, 0] : (tensor<64x64xf32>) -> tensor<64x64xf32>
+    %27 = stablehlo.dot_general %21, %26, contracting_dims = [1] x [0] : (tensor<16x64xf32>, tensor<64x64xf32>) -> tensor<16x64xf32>
+    %28 = stablehlo.reshape %27 : (tensor<16x64xf32>) -> tensor<2x8x64xf32>
+    %29 = stablehlo.multiply %25, %28 : tensor<2x8x64xf32>
+    %30 = stablehlo.transpose %arg5, dims = [1, 0] : (tensor<64x64xf32>) -> tensor<64x64xf32>
+    %31 = stablehlo.reshape %29 : (tensor<2x8x64xf32>) -> tensor<16x64xf32>
+    %32 = stablehlo.dot_general %31, %30, contracting_dims = [1] x [0] : (tensor<16x64xf32>, tensor<64x64xf32>) -> tensor<16x64xf32>
+    %33 = stablehlo.reshape %32 : (tensor<16x64xf32>) -> tensor<2x8x64xf32>
+    return %0, %33 : tensor<2x8x64xf32>, tensor<2x8x64xf32>
+  }
+  func.func private @piece_3(%arg0: tensor<2x8x64xf32>, %arg1: tensor<2x8x64xf32>, %arg2: tensor<4x64xf32>, %arg3: tensor<i64>, %arg4: tensor<2x32x64xf32>, %arg5: tensor<2x64x32xf32>) -> (tensor<2x8x64xf32>, tensor<2x8x64xf32>) {
+    %c = stablehlo.constant dense<0> : tensor<2xi64>
+    %c_0 = stablehlo.constant dense<1> : tensor<2xi64>
+    %c_1 = stablehlo.constant dense<2> : tensor<i64>
+    %c_2 = stablehlo.constant dense<1> : tensor<i64>
+    %cst = stablehlo.constant dense<0xFF800000> : tensor<f32>
+    %cst_3 = stablehlo.constant dense<0.000000e+00> : tensor<f32>
+    %0 = stablehlo.add %arg0, %arg1 : tensor<2x8x64xf32>
+    %1 = stablehlo.transpose %arg2, dims = [1, 0] : (tensor<4x64xf32>) -> tensor<64x4xf32>
+    %2 = stablehlo.reshape %0 : (tensor<2x8x64xf32>) -> tensor<16x64xf32>
+    %3 = stablehlo.dot_general %2, %1, contracting_dims = [1] x [0] : (tensor<16x64xf32>, tensor<64x4xf32>) -> tensor<16x4xf32>
+    %4 = stablehlo.reshape %3 : (tensor<16x4xf32>) -> tensor<2x8x4xf32>
+    %5 = stablehlo.reduce(%4 init: %cst) applies stablehlo.maximum across dimensions = [2] : (tensor<2x8x4xf32>, tensor<f32>) -> tensor<2x8xf32>
+    %6 = stablehlo.reshape %5 : (tensor<2x8xf32>) -> tensor<2x8x1xf32>
+    %7 = stablehlo.broadcast_in_dim %6, dims = [0, 1, 2] : (tensor<2x8x1xf32>) -> tensor<2x8x4xf32>
+    %8 = stablehlo.subtract %4, %7 : tensor<2x8x4xf32>
+    %9 = stablehlo.exponential %8 : tensor<2x8x4xf32>
+    %10 = stablehlo.reduce(%9 init: %cst_3) applies stablehlo.add across dimensions = [2] : (tensor<2x8x4xf32>, tensor<f32>) -> tensor<2x8xf32>
+    %11 = stablehlo.reshape %10 : (tensor<2x8xf32>) -> tensor<2x8x1xf32>
+    %12 = stablehlo.broadcast_in_dim %11, dims = [0, 1, 2] : (tensor<2x8x1xf32>) -> tensor<2x8x4xf32>
+    %13 = stablehlo.divide %9, %12 : tensor<2x8x4xf32>
+    %14 = stablehlo.remainder %arg3, %c_1 : tensor<i64>
+    %15 = stablehlo.convert %14 : (tensor<i64>) -> tensor<f64>
+    %16 = stablehlo.convert %c_2 : (tensor<i64>) -> tensor<f64>
+    %17 = stablehlo.divide %15, %16 : tensor<f64>
+    %18 = stablehlo.floor %17 : tensor<f64>
+    %19 = stablehlo.convert %18 : (tensor<f64>) -> tensor<i64>
+    %20 = stablehlo.reshape %19 : (tensor<i64>) -> tensor<1x1xi64>
+    %21 = stablehlo.convert %20 : (tensor<1x1xi64>) -> tensor<1x1xi32>
+    %22 = stablehlo.convert %c_2 : (tensor<i64>) -> tensor<f64>
+    %23 = stablehlo.convert %c_1 : (tensor<i64>) -> tensor<f64>
+    %24 = stablehlo.divide %23, %22 : tensor<f64>
+    %25 = stablehlo.ceil %24 : tensor<f64>
+    %26 = stablehlo.convert %25 : (tensor<f64>) -> tensor<i64>
+    %27 = stablehlo.reshape %26 : (tensor<i64>) -> tensor<1xi64>
+    %28 = stablehlo.dynamic_iota %27, dim = 0 : (tensor<1xi64>) -> tensor<2xi64>
+    %29 = stablehlo.multiply %28, %c_0 : tensor<2xi64>
+    %30 = stablehlo.add %29, %c : tensor<2xi64>
+    %31 = stablehlo.reshape %21 : (tensor<1x1xi32>) -> tensor<i32>
+    %32 = stablehlo.convert %31 : (tensor<i32>) -> tensor<i64>
+    %33 = stablehlo.multiply %32, %c_1 : tensor<i64>
+    %34 = stablehlo.broadcast_in_dim %33, dims = [] : (tensor<i64>) -> tensor<2xi64>
+    %35 = stablehlo.add %30, %34 : tensor<2xi64>
+    %36 = "stablehlo.gather"(%13, %35) <{dimension_numbers = #stablehlo.gather<offset_dims = [0, 1], collapsed_slice_dims = [2], start_index_map = [2], index_vector_dim = 1>, indices_are_sorted = false, slice_sizes = array<i64: 2, 8, 1>}> : (tensor<2x8x4xf32>, tensor<2xi64>) -> tensor<2x8x2xf32>
+    %37 = stablehlo.convert %36 : tensor<2x8x2xf32>
+    %38 = stablehlo.reshape %0 : (tensor<2x8x64xf32>) -> tensor<2x8x64x1xf32>
+    %39 = stablehlo.reshape %38 : (tensor<2x8x64x1xf32>) -> tensor<2x8x64x1x1xf32>
+    %40 = stablehlo.transpose %39, dims = [0, 1, 3, 4, 2] : (tensor<2x8x64x1x1xf32>) -> tensor<2x8x1x1x64xf32>
+    %41 = stablehlo.reshape %arg4 : (tensor<2x32x64xf32>) -> tensor<2x32x64x1xf32>
+    %42 = stablehlo.reshape %41 : (tensor<2x32x64x1xf32>) -> tensor<2x32x64x1x1xf32>
+    %43 = stablehlo.transpose %42, dims = [3, 4, 0, 1, 2] : (tensor<2x32x64x1x1xf32>) -> tensor<1x1x2x32x64xf32>
+    %44 = stablehlo.transpose %40, dims = [0, 1, 4, 2, 3] : (tensor<2x8x1x1x64xf32>) -> tensor<2x8x64x1x1xf32>
+    %45 = stablehlo.reshape %44 : (tensor<2x8x64x1x1xf32>) -> tensor<1x16x64xf32>
+    %46 = stablehlo.transpose %43, dims = [4, 2, 3, 0, 1] : (tensor<1x1x2x32x64xf32>) -> tensor<64x2x32x1x1xf32>
+    %47 = stablehlo.reshape %46 : (tensor<64x2x32x1x1xf32>) -> tensor<1x64x64xf32>
+    %48 = stablehlo.broadcast_in_dim %47, dims = [0, 1, 2] : (tensor<1x64x64xf32>) -> tensor<1x64x64xf32>
+    %49 = stablehlo.dot_general %45, %48, batching_dims = [0] x [0], contracting_dims = [2] x [1] : (tensor<1x16x64xf32>, tensor<1x64x64xf32>) -> tensor<1x16x64xf32>
+    %50 = stablehlo.reshape %49 : (tensor<1x16x64xf32>) -> tensor<2x8x1x2x32xf32>
+    %51 = stablehlo.transpose %50, dims = [0, 1, 3, 4, 2] : (tensor<2x8x1x2x32xf32>) -> tensor<2x8x2x32x1xf32>
+    %52 = stablehlo.reshape %51 : (tensor<2x8x2x32x1xf32>) -> tensor<2x8x2x32xf32>
+    %53 = stablehlo.logistic %52 : tensor<2x8x2x32xf32>
+    %54 = stablehlo.multiply %52, %53 : tensor<2x8x2x32xf32>
+    %55 = stablehlo.reshape %54 : (tensor<2x8x2x32xf32>) -> tensor<2x8x2x32x1xf32>
+    %56 = stablehlo.transpose %55, dims = [0, 1, 2, 4, 3] : (tensor<2x8x2x32x1xf32>) -> tensor<2x8x2x1x32xf32>
+    %57 = stablehlo.reshape %arg5 : (tensor<2x64x32xf32>) -> tensor<2x64x32x1xf32>
+    %58 = stablehlo.reshape %57 : (tensor<2x64x32x1xf32>) -> tensor<2x64x32x1x1xf32>
+    %59 = stablehlo.transpose %58, dims = [3, 4, 0, 1, 2] : (tensor<2x64x32x1x1xf32>) -> tensor<1x1x2x64x32xf32>
+    %60 = stablehlo.transpose %56, dims = [2, 0, 1, 4, 3] : (tensor<2x8x2x1x32xf32>) -> tensor<2x2x8x32x1xf32>
+    %61 = stablehlo.reshape %60 : (tensor<2x2x8x32x1xf32>) -> tensor<2x16x32xf32>
+    %62 = stablehlo.transpose %59, dims = [2, 4, 3, 0, 1] : (tensor<1x1x2x64x32xf32>) -> tensor<2x32x64x1x1xf32>
+    %63 = stablehlo.reshape %62 : (tensor<2x32x64x1x1xf32>) -> tensor<2x32x64xf32>
+    %64 = stablehlo.broadcast_in_dim %63, dims = [0, 1, 2] : (tensor<2x32x64xf32>) -> tensor<2x32x64xf32>
+    %65 = stablehlo.dot_general %61, %64, batching_dims = [0] x [0], contracting_dims = [2] x [1] : (tensor<2x16x32xf32>, tensor<2x32x64xf32>) -> tensor<2x16x64xf32>
+    %66 = stablehlo.reshape %65 : (tensor<2x16x64xf32>) -> tensor<2x2x8x1x64xf32>
+    %67 = stablehlo.transpose %66, dims = [1, 2, 0, 4, 3] : (tensor<2x2x8x1x64xf32>) -> tensor<2x8x2x64x1xf32>
+    %68 = stablehlo.reshape %67 : (tensor<2x8x2x64x1xf32>) -> tensor<2x8x2x64xf32>
+    %69 = stablehlo.reshape %37 : (tensor<2x8x2xf32>) -> tensor<2x8x2x1xf32>
+    %70 = stablehlo.broadcast_in_dim %69, dims = [0, 1, 2, 3] : (tensor<2x8x2x1xf32>) -> tensor<2x8x2x64xf32>
+    %71 = stablehlo.multiply %68, %70 : tensor<2x8x2x64xf32>
+    %72 = stablehlo.reduce(%71 init: %cst_3) applies stablehlo.add across dimensions = [2] : (tensor<2x8x2x64xf32>, tensor<f32>) -> tensor<2x8x64xf32>
+    return %0, %72 : tensor<2x8x64xf32>, tensor<2x8x64xf32>
+  }
+  func.func private @piece_4(%arg0: tensor<2x8x64xf32>, %arg1: tensor<2x8x64xf32>, %arg2: tensor<64xf32>, %arg3: tensor<64x64xf32>) -> tensor<2x8x64xf32> {
+    %cst = stablehlo.constant dense<0.000000e+00> : tensor<f32>
+    %cst_0 = arith.constant dense<2> : tensor<1xi64>
+    %cst_1 = arith.constant dense<64> : tensor<1xi64>
+    %cst_2 = arith.constant dense<9.9999999999999995E-7> : tensor<1xf64>
+    %0 = stablehlo.add %arg0, %arg1 : tensor<2x8x64xf32>
+    %1 = stablehlo.convert %cst_0 : (tensor<1xi64>) -> tensor<1xf32>
+    %2 = stablehlo.reshape %1 : (tensor<1xf32>) -> tensor<f32>
+    %3 = stablehlo.broadcast_in_dim %2, dims = [] : (tensor<f32>) -> tensor<2x8x64xf32>
+    %4 = stablehlo.power %0, %3 : tensor<2x8x64xf32>
+    %5 = stablehlo.reduce(%4 init: %cst) applies stablehlo.add across dimensions = [2] : (tensor<2x8x64xf32>, tensor<f32>) -> tensor<2x8xf32>
+    %6 = stablehlo.reshape %5 : (tensor<2x8xf32>) -> tensor<2x8x1xf32>
+    %7 = stablehlo.convert %cst_1 : (tensor<1xi64>) -> tensor<1xf32>
+    %8 = stablehlo.reshape %7 : (tensor<1xf32>) -> tensor<f32>
+    %9 = stablehlo.broadcast_in_dim %8, dims = [] : (tensor<f32>) -> tensor<2x8x1xf32>
+    %10 = stablehlo.divide %6, %9 : tensor<2x8x1xf32>
+    %11 = stablehlo.convert %cst_2 : (tensor<1xf64>) -> tensor<1xf32>
+    %12 = stablehlo.reshape %11 : (tensor<1xf32>) -> tensor<f32>
+    %13 = stablehlo.broadcast_in_dim %12, dims = [] : (tensor<f32>) -> tensor<2x8x1xf32>
+    %14 = stablehlo.add %10, %13 : tensor<2x8x1xf32>
+    %15 = stablehlo.rsqrt %14 : tensor<2x8x1xf32>
+    %16 = stablehlo.broadcast_in_dim %15, dims = [0, 1, 2] : (tensor<2x8x1xf32>) -> tensor<2x8x64xf32>
+    %17 = stablehlo.multiply %0, %16 : tensor<2x8x64xf32>
+    %18 = stablehlo.broadcast_in_dim %arg2, dims = [2] : (tensor<64xf32>) -> tensor<2x8x64xf32>
+    %19 = stablehlo.multiply %17, %18 : tensor<2x8x64xf32>
+    %20 = stablehlo.transpose %arg3, dims = [1, 0] : (tensor<64x64xf32>) -> tensor<64x64xf32>
+    %21 = stablehlo.reshape %19 : (tensor<2x8x64xf32>) -> tensor<16x64xf32>
+    %22 = stablehlo.dot_general %21, %20, contracting_dims = [1] x [0] : (tensor<16x64xf32>, tensor<64x64xf32>) -> tensor<16x64xf32>
+    %23 = stablehlo.reshape %22 : (tensor<16x64xf32>) -> tensor<2x8x64xf32>
+    return %23 : tensor<2x8x64xf32>
+  }
+  func.func private @piece_5(%arg0: tensor<4x8x64xf32>, %arg1: tensor<2x2x32x16xf32>, %arg2: tensor<2x2x32x16xf32>, %arg3: tensor<2x2x32x16xf32>, %arg4: tensor<2x2x32x16xf32>) -> (tensor<2x8x128xf32>, tensor<2x2x32x16xf32>, tensor<2x2x32x16xf32>) {
+    %0 = stablehlo.slice %arg0 [0:2, 0:8, 0:64] : (tensor<4x8x64xf32>) -> tensor<2x8x64xf32>
+    %1 = stablehlo.slice %arg0 [2:4, 0:8, 0:64] : (tensor<4x8x64xf32>) -> tensor<2x8x64xf32>
+    %2 = stablehlo.concatenate %0, %1, dim = 2 : (tensor<2x8x64xf32>, tensor<2x8x64xf32>) -> tensor<2x8x128xf32>
+    return %2, %arg2, %arg4 : tensor<2x8x128xf32>, tensor<2x2x32x16xf32>, tensor<2x2x32x16xf32>
+  }
+  func.func @main(%arg0: tensor<i64>, %arg1: tensor<2x8xi64>, %arg2: tensor<64x64xf32>, %arg3: tensor<32x64xf32>, %arg4: tensor<2x8xi64>, %arg5: tensor<64xf32>, %arg6: tensor<96x64xf32>, %arg7: tensor<2x2x32x16xf32>, %arg8: tensor<2x2x32x16xf32>, %arg9: tensor<64x32xf32>, %arg10: tensor<64xf32>, %arg11: tensor<64x64xf32>, %arg12: tensor<64x64xf32>, %arg13: tensor<64x64xf32>, %arg14: tensor<4x64xf32>, %arg15: tensor<2x32x64xf32>, %arg16: tensor<2x64x32xf32>, %arg17: tensor<64xf32>, %arg18: tensor<64x64xf32>) -> (tensor<2x2x32x16xf32>, tensor<2x2x32x16xf32>, tensor<2x8x128xf32>) {
+    %0 = call @piece_0(%arg0, %arg1, %arg2) : (tensor<i64>, tensor<2x8xi64>, tensor<64x64xf32>) -> tensor<2x8x64xf32>
+    %1 = "stablehlo.all_reduce"(%0) <{channel_handle = #stablehlo.channel_handle<handle = 1, type = 1>, replica_groups = dense<[[0, 1]]> : tensor<1x2xi64>, use_global_device_ids}> ({
+    ^bb0(%arg19: tensor<f32>, %arg20: tensor<f32>):
+      %11 = stablehlo.add %arg19, %arg20 : tensor<f32>
+      stablehlo.return %11 : tensor<f32>
+    }) : (tensor<2x8x64xf32>) -> tensor<2x8x64xf32>
+    %2:4 = call @piece_1(%arg3, %arg4, %1, %arg5, %arg6, %arg7, %arg8, %arg9) : (tensor<32x64xf32>, tensor<2x8xi64>, tensor<2x8x64xf32>, tensor<64xf32>, tensor<96x64xf32>, tensor<2x2x32x16xf32>, tensor<2x2x32x16xf32>, tensor<64x32xf32>) -> (tensor<2x8x64xf32>, tensor<2x2x32x16xf32>, tensor<2x2x32x16xf32>, tensor<2x8x64xf32>)
+    %3 = "stablehlo.all_reduce"(%2#3) <{channel_handle = #stablehlo.channel_handle<handle = 1, type = 1>, replica_groups = dense<[[0, 1]]> : tensor<1x2xi64>, use_global_device_ids}> ({
+    ^bb0(%arg19: tensor<f32>, %arg20: tensor<f32>):
+      %11 = stablehlo.add %arg19, %arg20 : tensor<f32>
+      stablehlo.return %11 : tensor<f32>
+    }) : (tensor<2x8x64xf32>) -> tensor<2x8x64xf32>
+    %4:2 = call @piece_2(%2#0, %3, %arg10, %arg11, %arg12, %arg13) : (tensor<2x8x64xf32>, tensor<2x8x64xf32>, tensor<64xf32>, tensor<64x64xf32>, tensor<64x64xf32>, tensor<64x64xf32>) -> (tensor<2x8x64xf32>, tensor<2x8x64xf32>)
+    %5 = "stablehlo.all_reduce"(%4#1) <{channel_handle = #stablehlo.channel_handle<handle = 1, type = 1>, replica_groups = dense<[[0, 1]]> : tensor<1x2xi64>, use_global_device_ids}> ({
+    ^bb0(%arg19: tensor<f32>, %arg20: tensor<f32>):
+      %11 = stablehlo.add %arg19, %arg20 : tensor<f32>
+      stablehlo.return %11 : tensor<f32>
+    }) : (tensor<2x8x64xf32>) -> tensor<2x8x64xf32>
+    %6:2 = call @piece_3(%4#0, %5, %arg14, %arg0, %arg15, %arg16) : (tensor<2x8x64xf32>, tensor<2x8x64xf32>, tensor<4x64xf32>, tensor<i64>, tensor<2x32x64xf32>, tensor<2x64x32xf32>) -> (tensor<2x8x64xf32>, tensor<2x8x64xf32>)
+    %7 = "stablehlo.all_reduce"(%6#1) <{channel_handle = #stablehlo.channel_handle<handle = 1, type = 1>, replica_groups = dense<[[0, 1]]> : tensor<1x2xi64>, use_global_device_ids}> ({
+    ^bb0(%arg19: tensor<f32>, %arg20: tensor<f32>):
+      %11 = stablehlo.add %arg19, %arg20 : tensor<f32>
+      stablehlo.return %11 : tensor<f32>
+    }) : (tensor<2x8x64xf32>) -> tensor<2x8x64xf32>
+    %8 = call @piece_4(%6#0, %7, %arg17, %arg18) : (tensor<2x8x64xf32>, tensor<2x8x64xf32>, tensor<64xf32>, tensor<64x64xf32>) -> tensor<2x8x64xf32>
+    %9 = "stablehlo.all_gather"(%8) <{all_gather_dim = 0 : i64, channel_handle = #stablehlo.channel_handle<handle = 1, type = 1>, replica_groups = dense<[[0, 1]]> : tensor<1x2xi64>, use_global_device_ids}> : (tensor<2x8x64xf32>) -> tensor<4x8x64xf32>
+    %10:3 = call @piece_5(%9, %arg7, %2#1, %arg8, %2#2) : (tensor<4x8x64xf32>, tensor<2x2x32x16xf32>, tensor<2x2x32x16xf32>, tensor<2x2x32x16xf32>, tensor<2x2x32x16xf32>) -> (tensor<2x8x128xf32>, tensor<2x2x32x16xf32>, tensor<2x2x32x16xf32>)
+    return %10#1, %10#2, %10#0 : tensor<2x2x32x16xf32>, tensor<2x2x32x16xf32>, tensor<2x8x128xf32>
+  }
+}

@@ -1,0 +1,115 @@
+"""Contract: the SPMD guard rails, in one process (no ranks needed).
+
+- ``RankConstantCheckPass``: compiling a graph that has a runtime ``rank`` input and builds a small
+  integer constant tensor warns by default and fails under ``NEURON_LIBTORCH_SPMD_STRICT=1`` with
+  the node and its source line; an SPMD-clean graph compiles silently in both settings.
+- The single-artifact check: every distinct graph collapsed to one hash directory holding every
+  rank passes, however many graphs there are; a directory missing ranks is a splinter.
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+from conformance.tolerances import assert_close
+from fixtures.spmd import EmbedMoE
+
+STRICT = "NEURON_LIBTORCH_SPMD_STRICT"
+
+
+def _moe(mpmd: bool):
+    # rank 1 of 2 with group=None: the rank's local part only, no collective. The embedding
+    # uses the runtime rank, so the rank is a graph input; the twin's MoE bakes its rank anyway.
+    return EmbedMoE(1, 2, None, mpmd=mpmd).eval()
+
+
+def _inputs(impl):
+    return torch.randint(0, 128, (2, 3), generator=torch.Generator().manual_seed(3)), impl.spmd_rank_tensor(1)
+
+
+@pytest.mark.parametrize("strict", ["0", "1"])
+def test_spmd_clean_layer_compiles_silently_in_both_settings(impl, monkeypatch, strict):
+    monkeypatch.setenv(STRICT, strict)
+    x, rank = _inputs(impl)
+    layer = _moe(mpmd=False)
+    with warnings.catch_warnings(record=True) as caught, torch.no_grad():
+        warnings.simplefilter("always")
+        out = impl.compile(layer)(x, rank=rank)
+    assert_close(out, layer(x), what="SPMD MoE")
+    assert not [w for w in caught if "rank" in str(w.message).lower()], [str(w.message) for w in caught]
+
+
+def test_mpmd_twin_warns_by_default(impl, monkeypatch):
+    monkeypatch.delenv(STRICT, raising=False)
+    x, rank = _inputs(impl)
+    layer = _moe(mpmd=True)
+    with pytest.warns(UserWarning) as caught, torch.no_grad():
+        out = impl.compile(layer)(x, rank=rank)
+    assert_close(out, layer(x), what="MPMD twin (tolerated)")
+    text = "\n".join(str(w.message) for w in caught)
+    assert "rank_id" in text and re.search(r"fixtures/spmd\.py:\d+", text), text
+
+
+def test_mpmd_twin_fails_under_strict_naming_node_and_line(impl, monkeypatch):
+    monkeypatch.setenv(STRICT, "1")
+    x, rank = _inputs(impl)
+    with pytest.raises(Exception) as info, torch.no_grad():
+        impl.compile(_moe(mpmd=True))(x, rank=rank)
+    chain, exc = [], info.value
+    while exc is not None:
+        chain.append(exc)
+        exc = exc.__cause__ or exc.__context__
+    assert any(isinstance(e, impl.spmd_violation_errors()) for e in chain), [type(e).__name__ for e in chain]
+    text = "\n".join(str(e) for e in chain)
+    assert "rank_id" in text and re.search(r"fixtures/spmd\.py:\d+", text), text
+
+
+def test_a_constant_without_a_rank_input_is_not_flagged(impl, monkeypatch):
+    monkeypatch.setenv(STRICT, "1")
+
+    def fn(x):
+        return x + torch.tensor([[3]], dtype=torch.int32)
+
+    x = torch.ones(2, 2, dtype=torch.int32)
+    with torch.no_grad():
+        assert torch.equal(impl.compile(fn)(x), fn(x))
+
+
+def test_single_artifact_check_passes_a_model_with_many_graphs(impl):
+    ranks = [0, 1, 2, 3]
+    staged = {g: {f"hash-{g}": ranks} for g in ("prefill_8", "prefill_16", "decode_1", "decode_4", "vision_encoder")}
+    assert impl.check_single_artifact(staged, strict=True) == []
+
+
+def test_single_artifact_check_names_the_splinters(impl):
+    staged = {"prefill": {"aaaa": [0, 1, 2, 3]}, "decode": {"bbbb": [0, 2], "cccc": [1], "dddd": [3]}}
+    with pytest.warns(UserWarning):
+        assert len(impl.check_single_artifact(staged, strict=False)) == 3
+    with pytest.raises(impl.spmd_violation_errors()) as info:
+        impl.check_single_artifact(staged, strict=True)
+    message = str(info.value)
+    assert all(h in message for h in ("bbbb", "cccc", "dddd")) and "aaaa" not in message
+
+
+@given(
+    world=st.integers(1, 8),
+    graphs=st.integers(1, 5),
+    split=st.data(),
+)
+def test_single_artifact_check_property(impl, world, graphs, split):
+    """Collapsed graphs never splinter; splitting one graph's ranks over two directories always does."""
+    ranks = list(range(world))
+    staged = {f"g{i}": {f"h{i}": ranks} for i in range(graphs)}
+    assert impl.check_single_artifact(staged, strict=True) == []
+    if world >= 2:
+        cut = split.draw(st.integers(1, world - 1), label="cut")
+        victim = split.draw(st.integers(0, graphs - 1), label="graph")
+        staged[f"g{victim}"] = {"left": ranks[:cut], "right": ranks[cut:]}
+        with pytest.raises(impl.spmd_violation_errors()):
+            impl.check_single_artifact(staged, strict=True)

@@ -1,0 +1,92 @@
+"""The guard-rail functions on their own: strict flag handling, messages, splinter detection."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from reference.compile import env
+from reference.spmd.errors import RankConstantError, SplinterError
+from reference.spmd.guards import SPMDWarning, check_rank_constants, check_single_artifact, find_splinters
+
+
+def _graph_with_rank_constant():
+    def fn(x, rank):
+        return x + rank + torch.full((1, 1), 2, dtype=torch.int64)
+
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    torch._dynamo.reset()
+    torch.compile(fn, backend=backend)(torch.ones(2, 2, dtype=torch.int64), torch.tensor(1))
+    torch._dynamo.reset()
+    return graphs[0]
+
+
+def test_rank_constant_warns_by_default_and_raises_under_strict():
+    gm = _graph_with_rank_constant()
+    with _unset(env.SPMD_STRICT):
+        with pytest.warns(SPMDWarning, match="torch.full"):
+            found = check_rank_constants(gm, graph_name="g")
+    assert [f.builder for f in found] == ["torch.full"]
+    with pytest.raises(RankConstantError, match="NEURON_LIBTORCH_SPMD_STRICT=1") as info:
+        check_rank_constants(gm, graph_name="g", strict=True)
+    assert "graph 'g'" in str(info.value) and "test_spmd_guards_unit.py" in str(info.value)
+
+
+class _unset:
+    def __init__(self, name):
+        self.name = name
+
+    def __enter__(self):
+        import os
+
+        self.old = os.environ.pop(self.name, None)
+
+    def __exit__(self, *exc):
+        import os
+
+        if self.old is not None:
+            os.environ[self.name] = self.old
+
+
+def test_strict_flag_comes_from_the_environment(monkeypatch):
+    staged = {"decode": {"a": [0], "b": [1]}}
+    monkeypatch.setenv(env.SPMD_STRICT, "1")
+    with pytest.raises(SplinterError) as info:
+        check_single_artifact(staged)
+    assert {s.key for s in info.value.splinters} == {"a", "b"}
+    monkeypatch.setenv(env.SPMD_STRICT, "0")
+    with pytest.warns(SPMDWarning):
+        assert len(check_single_artifact(staged)) == 2
+
+
+def test_union_of_ranks_is_taken_across_graphs():
+    # decode alone looks collapsed, but rank 3 staged prefill: decode is missing it.
+    staged = {"prefill": {"p": [0, 1, 2, 3]}, "decode": {"d": [0, 1, 2]}}
+    [s] = find_splinters(staged)
+    assert (s.graph, s.key, s.missing) == ("decode", "d", (3,))
+
+
+def test_staged_groups_read_rank_markers(tmp_path):
+    """Staged entries are stand-ins with the attributes parallel_compile's entries have (key, path)."""
+    from types import SimpleNamespace
+
+    from reference.spmd.guards import check_staged_groups, mark_staged_rank
+
+    def entry(key, ranks):
+        d = tmp_path / key
+        for r in ranks:
+            mark_staged_rank(str(d), r)
+        return SimpleNamespace(key=key, path=str(d), metadata=None)
+
+    collapsed = {"prefill": [entry("p", [0, 1, 2, 3])], "decode": [entry("d", [0, 1, 2, 3])]}
+    assert check_staged_groups(collapsed, strict=True) == []
+    fanned = {"prefill": [entry("p0", [0, 1]), entry("p1", [2, 3])]}
+    with pytest.raises(SplinterError, match="p0"):
+        check_staged_groups(fanned, strict=True)
+    # a single-process capture records no ranks: nothing to check
+    assert check_staged_groups({"g": [SimpleNamespace(key="k", path=str(tmp_path / "none"), metadata=None)]}, strict=True) == []

@@ -1,0 +1,133 @@
+"""Lowering graphs with collectives into an SPMD program, in a one-rank gloo world in this process.
+
+The one-rank world is real torch.distributed (gloo, a file store); the multi-rank behaviour is in
+conformance/test_spmd.py.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+import torch.distributed as dist
+import torch.distributed._functional_collectives as funcol
+
+from reference.compile.errors import LoweringError
+from reference.spmd import MESH_REGISTRY, NeuronGroupCoordinator, rank_tensor
+from reference.spmd.errors import MeshError
+from reference.spmd.program import lower_program, lower_texts, pack_bundle, unpack_bundle
+
+
+@pytest.fixture(scope="module")
+def group(tmp_path_factory):
+    if dist.is_initialized():
+        pytest.skip("a process group is already initialized in this process")
+    store = tmp_path_factory.mktemp("pg") / "store"
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=0, world_size=1)
+    try:
+        yield NeuronGroupCoordinator([[0]], name="tp").group
+    finally:
+        dist.destroy_process_group()
+        MESH_REGISTRY.clear()
+
+
+def _all_four(group):
+    def fn(x, rank):
+        y = funcol.all_reduce(x * 2 + rank, "sum", group)
+        z = funcol.all_gather_single(y, 0, group)
+        s = funcol.reduce_scatter_single(torch.tanh(z), "sum", 0, group)
+        return funcol.all_to_all_single(s, None, None, group) + 1
+
+    return fn
+
+
+def _aten(fn, *args):
+    graphs = []
+
+    def backend(gm, example_inputs):
+        from torch._dynamo.backends.common import aot_autograd
+
+        from reference.compile.lowering import decomposition_table
+
+        def capture(aten_gm, _):
+            graphs.append(aten_gm)
+            return aten_gm
+
+        return aot_autograd(fw_compiler=capture, decompositions=decomposition_table())(gm, example_inputs)
+
+    torch._dynamo.reset()
+    torch.compile(fn, backend=backend)(*args)
+    torch._dynamo.reset()
+    return graphs[0]
+
+
+def test_program_text_is_verified_stablehlo_with_every_collective(group):
+    fn = _all_four(group)
+    prog = lower_program(_aten(fn, torch.ones(4, 2), rank_tensor(0)), graph_name="g")
+    assert [s["op"] for s in prog.steps] == ["piece", "all_reduce", "all_gather", "piece", "reduce_scatter", "all_to_all", "piece"]
+    for op in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all"):
+        assert f'"stablehlo.{op}"' in prog.text or f"stablehlo.{op}" in prog.text
+    assert "replica_groups = dense<0> : tensor<1x1xi64>" in prog.text
+    assert "#stablehlo.channel_handle<handle = 1, type = 1>" in prog.text
+    assert "group" not in prog.text.replace("replica_groups", "")  # no process-group name leaks in
+    from iree.compiler import ir
+
+    assert ir.Module.parse(prog.text, ir.Context()).operation.verify()
+
+
+def test_program_text_is_deterministic(group):
+    fn = _all_four(group)
+    args = (torch.ones(4, 2), rank_tensor(0))
+    assert lower_texts(fn, args) == lower_texts(fn, args)
+
+
+def test_compiled_program_equals_eager(group):
+    fn = _all_four(group)
+    x = torch.arange(8, dtype=torch.float32).view(4, 2)
+    torch._dynamo.reset()
+    out = torch.compile(fn, backend="neuron")(x, rank_tensor(0))
+    torch.testing.assert_close(out, fn(x, rank_tensor(0)))
+
+
+def test_unsupported_reduction_names_the_collective(group):
+    def fn(x):
+        return funcol.all_reduce(x, "avg", group)
+
+    with pytest.raises(LoweringError, match="reduction 'avg'"):
+        lower_program(_aten(fn, torch.ones(2)), graph_name="g")
+
+
+def test_unregistered_group_is_a_mesh_error(group):
+    other = dist.new_group([0])  # created without the coordinator
+
+    def fn(x):
+        return funcol.all_reduce(x, "sum", other)
+
+    with pytest.raises(MeshError, match="NeuronGroupCoordinator"):
+        lower_program(_aten(fn, torch.ones(2)), graph_name="g")
+
+
+def test_bundle_round_trips():
+    manifest = {"steps": [{"op": "piece", "index": 0}], "inputs": ["in0"], "outputs": ["v1"]}
+    blob = pack_bundle(manifest, [b"abc", b"", b"\x00\x01"])
+    assert unpack_bundle(blob) == (manifest, [b"abc", b"", b"\x00\x01"])
+
+
+def test_replica_groups_pass_body_annotates_dynamo_graph_collectives(group):
+    from reference.spmd.collectives import is_collective
+    from reference.spmd.passes import collective_replica_groups
+
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    torch._dynamo.reset()
+    torch.compile(_all_four(group), backend=backend)(torch.ones(4, 2), rank_tensor(0))
+    torch._dynamo.reset()
+    gm = collective_replica_groups(graphs[0])
+    collectives = [n for n in gm.graph.nodes if is_collective(n)]
+    assert len(collectives) == 4
+    assert all(n.meta["replica_groups"] == [[0]] and n.meta["channel_id"] >= 1 for n in collectives)
