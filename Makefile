@@ -25,7 +25,7 @@ conformance: $(STAMP)
 
 # Everything CI checks: unit tests and the conformance suite, in parallel, with coverage.
 test: $(STAMP)
-	$(PY) -m pytest -n $(JOBS) --cov --cov-report=term --cov-report=xml:reports/coverage.xml
+	$(PY) -m pytest -n $(JOBS) --durations=25 --cov --cov-report=term --cov-report=xml:reports/coverage.xml
 
 # The strict SPMD lane: the guard rails raise instead of warning.
 strict: $(STAMP)

@@ -18,6 +18,7 @@ import re
 
 import pytest
 
+from conformance.implementation import NotSupported
 from conformance.launcher import launch
 from conformance.snapshots import MlirSnapshotExtension
 from conformance.tolerances import assert_close
@@ -35,9 +36,25 @@ def _spec(config) -> str | None:
     return config.getoption("--impl") or os.environ.get("CONFORMANCE_IMPL")
 
 
+def _fresh_cache_env(request, world: int) -> dict[str, str]:
+    """Caches of this launch only: the compile counts below must not see artifacts that other
+    tests on the same xdist worker published. Without the adapter capability the ranks share the
+    worker's caches (the counts can then only be lower than the truth, and the tests say so)."""
+    impl = request.getfixturevalue("impl")
+    root = request.getfixturevalue("tmp_path_factory").mktemp(f"spmd-world{world}-caches")
+    try:
+        return dict(impl.cache_env(str(root)))
+    except NotSupported:
+        return {}
+
+
 def _launch(request, world: int, names: list[str]) -> list[dict]:
     return launch(
-        "conformance._spmd_scenarios:run", world, kwargs={"impl_spec": _spec(request.config), "names": names}, timeout=LAUNCH_TIMEOUT
+        "conformance._spmd_scenarios:run",
+        world,
+        kwargs={"impl_spec": _spec(request.config), "names": names},
+        timeout=LAUNCH_TIMEOUT,
+        env=_fresh_cache_env(request, world),
     )
 
 
