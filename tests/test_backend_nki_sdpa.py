@@ -21,7 +21,9 @@ def _qkv(L=2048, S=None, seed=0):
 def test_blocked_attention_matches_torch(causal):
     q, k, v = _qkv()
     expected = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
-    assert_close(nki_sdpa.blocked_attention(q, k, v, is_causal=causal), expected)
+    # The blocked form sums 2048 keys in a different order (online softmax, block by block), so
+    # the absolute bound is float32's accumulated rounding over that length, not the per-op 1e-5.
+    torch.testing.assert_close(nki_sdpa.blocked_attention(q, k, v, is_causal=causal), expected, rtol=1e-4, atol=2e-4)
 
 
 def test_eligibility():
