@@ -8,7 +8,6 @@ import torch
 
 from reference.compile import env, nki_sdpa
 from reference.compile.backend import lower_graphs
-from conformance.tolerances import assert_close
 
 
 def _qkv(L=2048, S=None, seed=0):
