@@ -14,8 +14,6 @@ the key (through :func:`reference.compile.backend.compile_fx_graph`).
 
 from __future__ import annotations
 
-import datetime
-import os
 import threading
 import time
 from typing import Any, Mapping, Sequence
@@ -25,11 +23,10 @@ import torch
 from reference.cache.key import create_cache_hash
 from reference.compile import env
 from reference.compile.backend import compile_fx_graph
-from reference.compile.compiler_driver import CompilerDriver, parse_compiler_args
-from reference.compile.errors import CacheMissError, NeuronBackendError
+from reference.compile.compiler_driver import parse_compiler_args
+from reference.compile.errors import NeuronBackendError
 from reference.compile.lowering import lower_to_stablehlo
-from reference.compile.metrics import METRICS, NeuronCompilationMetrics
-from reference.compile.pipeline import BuiltArtifact, CompiledGraph, build_metadata, has_collectives, neff_cache
+from reference.compile.pipeline import CompiledGraph, build_artifact, has_collectives, record_graph_metrics
 from reference.compile.runtime import LoadedArtifact
 
 
@@ -104,56 +101,23 @@ def _build_native(aten_gm, *, graph_name: str, compiler_args: Sequence[str], mod
     lower_us = int((time.perf_counter() - start) * 1e6)
     key = native_cache_key(lowered)
     _assert_cache_key_args(key, compiler_args, graph_name=graph_name)
-    cache = neff_cache()
-    entry = cache.get(key) if cache is not None else None
-    if entry is None and cache is not None:
-        import filelock
 
-        lock_path = cache.lock_path(key)
-        os.makedirs(os.path.dirname(lock_path), exist_ok=True)
-        with filelock.FileLock(lock_path, timeout=env.get(env.NEFF_CACHE_LOCK_TIMEOUT)):
-            entry = cache.get(key)
-            if entry is None:
-                built = _compile(lowered, key, compiler_args, graph_name, cache)
-    if entry is not None:
+    def check_recorded(entry) -> None:  # an entry another process built with other arguments
         _assert_cache_key_args(key, compiler_args, graph_name=graph_name, recorded=entry.metadata.compiler_args)
-        METRICS.bump("neff_cache_hits")
-        built = BuiltArtifact(key, graph_name, entry.artifact, entry.metadata, cache_hit=True)
-    elif cache is None:
-        built = _compile(lowered, key, compiler_args, graph_name, None)
-    METRICS.record(
-        NeuronCompilationMetrics(
-            graph_id=key,
-            graph_name=graph_name,
-            model_name=model_name,
-            has_collectives=has_collectives(aten_gm),
-            graph_node_count=lowered.node_count,
-            timestamp=datetime.datetime.now(datetime.timezone.utc).isoformat(),
-            torch_neuronx_fx_passes_us=fx_passes_us,
-            torch_neuronx_lower_us=lower_us,
-            _compile_us=0 if built.cache_hit else built.metadata.compile_time_us,
-        )
+
+    # The shared build path (locks, failure records, fallbacks), under the native key.
+    built = build_artifact(
+        lowered, compiler_args, graph_name=graph_name, compiler_args_in_key=False,
+        check_entry=check_recorded, metadata_extra={"seam": "neuron_native_lite"},
+    )
+    record_graph_metrics(
+        built, model_name=model_name, collectives=has_collectives(aten_gm), node_count=lowered.node_count,
+        fx_passes_us=fx_passes_us, lower_us=lower_us,
     )
     if env.get(env.COMPILE_ONLY):
         return CompiledGraph(built, None, aten_gm)
     loaded = LoadedArtifact(built.artifact, graph_name=graph_name, input_specs=lowered.input_specs, output_specs=lowered.output_specs)
     return CompiledGraph(built, loaded, aten_gm)
-
-
-def _compile(lowered, key, compiler_args, graph_name, cache) -> BuiltArtifact:
-    if env.get(env.ASSERT_CACHE_HIT):
-        raise CacheMissError(graph_name, key)
-    METRICS.bump("compiler_invocations")
-    if cache is not None:
-        METRICS.bump("neff_cache_misses")
-    result = CompilerDriver().compile(lowered.hlo, compiler_args, graph_name=graph_name)
-    _, breakdown = create_cache_hash(lowered.hlo, None, lowered.input_specs, breakdown=True)
-    meta = build_metadata(lowered, key, breakdown, compiler_args, graph_name)
-    meta.compile_time_us = result.wall_us
-    meta.extra["seam"] = "neuron_native_lite"
-    if cache is not None:
-        meta = cache.put(key, result.artifact, meta).metadata
-    return BuiltArtifact(key, graph_name, result.artifact, meta, cache_hit=False)
 
 
 def native_backend(gm: torch.fx.GraphModule, example_inputs: list, options: Mapping[str, Any] | None = None, mode: str | None = None):

@@ -11,7 +11,7 @@ import logging
 import time
 import warnings
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import torch
 
@@ -83,6 +83,9 @@ def build_artifact(
     driver: CompilerDriver | None = None,
     replica_groups=None,
     hlo_normalizer=None,
+    compiler_args_in_key: bool = True,
+    check_entry: Callable[[Any], None] | None = None,
+    metadata_extra: dict | None = None,
 ) -> BuiltArtifact:
     """The artifact for a lowered graph: from the cache when present, else compiled and published.
 
@@ -91,15 +94,20 @@ def build_artifact(
     directory that cannot be written does not fail the compile: it warns
     (:class:`~reference.cache.errors.CacheFallbackWarning`) and the artifact is used uncached.
     ``replica_groups`` and ``hlo_normalizer`` pass through to :func:`create_cache_hash`.
+    ``compiler_args_in_key=False`` is the native seam's key (structure and shapes only);
+    ``check_entry`` sees every entry found in the cache before it is used (and may raise);
+    ``metadata_extra`` is merged into a new entry's ``extra``.
     """
     key, breakdown = create_cache_hash(
-        lowered.hlo, compiler_args, lowered.input_specs, breakdown=True,
+        lowered.hlo, compiler_args if compiler_args_in_key else None, lowered.input_specs, breakdown=True,
         replica_groups=replica_groups, hlo_normalizer=hlo_normalizer,
     )
     cache = neff_cache()
     driver = driver or CompilerDriver()
 
     def _hit(entry) -> BuiltArtifact:
+        if check_entry is not None:
+            check_entry(entry)
         METRICS.bump("neff_cache_hits")
         return BuiltArtifact(key, graph_name, entry.artifact, entry.metadata, cache_hit=True)
 
@@ -118,6 +126,7 @@ def build_artifact(
             raise
         meta = build_metadata(lowered, key, breakdown, compiler_args, graph_name)
         meta.compile_time_us = result.wall_us
+        meta.extra.update(metadata_extra or {})
         if cache is not None:
             cache.failures.clear(key)
             try:
@@ -145,6 +154,25 @@ def build_artifact(
         cache.failures.check(key, graph_name=graph_name)
         METRICS.bump("neff_cache_misses")
         return _compile()
+
+
+def record_graph_metrics(
+    built: BuiltArtifact, *, model_name: str, collectives: bool, node_count: int, fx_passes_us: int, lower_us: int
+) -> None:
+    """One ``get_dynamo_metrics()`` record per compiled graph; every seam that compiles calls this."""
+    METRICS.record(
+        NeuronCompilationMetrics(
+            graph_id=built.key,
+            graph_name=built.graph_name,
+            model_name=model_name,
+            has_collectives=collectives,
+            graph_node_count=node_count,
+            timestamp=datetime.datetime.now(datetime.timezone.utc).isoformat(),
+            torch_neuronx_fx_passes_us=fx_passes_us,
+            torch_neuronx_lower_us=lower_us,
+            _compile_us=0 if built.cache_hit else built.metadata.compile_time_us,
+        )
+    )
 
 
 class CompiledGraph:
@@ -182,18 +210,9 @@ def compile_aten_graph(
     lowered = lower_cached(aten_gm, graph_name=graph_name, lower=lower_to_stablehlo)  # HLO cache first
     lower_us = int((time.perf_counter() - start) * 1e6)
     built = build_artifact(lowered, compiler_args, graph_name=graph_name)
-    METRICS.record(
-        NeuronCompilationMetrics(
-            graph_id=built.key,
-            graph_name=graph_name,
-            model_name=model_name,
-            has_collectives=has_collectives(aten_gm),
-            graph_node_count=lowered.node_count,
-            timestamp=datetime.datetime.now(datetime.timezone.utc).isoformat(),
-            torch_neuronx_fx_passes_us=fx_passes_us,
-            torch_neuronx_lower_us=lower_us,
-            _compile_us=0 if built.cache_hit else built.metadata.compile_time_us,
-        )
+    record_graph_metrics(
+        built, model_name=model_name, collectives=has_collectives(aten_gm), node_count=lowered.node_count,
+        fx_passes_us=fx_passes_us, lower_us=lower_us,
     )
     if env.get(env.COMPILE_ONLY):
         graph = CompiledGraph(built, None, aten_gm)

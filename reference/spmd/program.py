@@ -19,7 +19,6 @@ piece's compiled binary. One rank compiles it under the key's lock; the others w
 
 from __future__ import annotations
 
-import datetime
 import json
 import struct
 import time
@@ -486,8 +485,7 @@ def compile_spmd_graph(
     """The pipeline's path for a graph with collectives: lower the program, build (or fetch) its
     bundle under the program's key, load it."""
     from reference.compile import env as _env
-    from reference.compile.metrics import METRICS, NeuronCompilationMetrics
-    from reference.compile.pipeline import CompiledGraph, build_artifact
+    from reference.compile.pipeline import CompiledGraph, build_artifact, record_graph_metrics
 
     start = time.perf_counter()
     program = lower_program(aten_gm, graph_name=graph_name)
@@ -496,18 +494,9 @@ def compile_spmd_graph(
         program.lowered(), compiler_args, graph_name=graph_name, driver=ProgramCompiler(program),
         replica_groups=program.replica_groups(),
     )
-    METRICS.record(
-        NeuronCompilationMetrics(
-            graph_id=built.key,
-            graph_name=graph_name,
-            model_name=model_name,
-            has_collectives=True,
-            graph_node_count=program.node_count,
-            timestamp=datetime.datetime.now(datetime.timezone.utc).isoformat(),
-            torch_neuronx_fx_passes_us=fx_passes_us,
-            torch_neuronx_lower_us=lower_us,
-            _compile_us=0 if built.cache_hit else built.metadata.compile_time_us,
-        )
+    record_graph_metrics(
+        built, model_name=model_name, collectives=True, node_count=program.node_count,
+        fx_passes_us=fx_passes_us, lower_us=lower_us,
     )
     if _env.get(_env.COMPILE_ONLY):
         compiled = CompiledGraph(built, None, aten_gm)
