@@ -264,6 +264,35 @@ def neuron_libtorch(gm: torch.fx.GraphModule, example_inputs: list, options: Map
     return neuron_backend(gm, example_inputs, options=options, mode=mode)
 
 
+def run_with_handler(
+    model: Callable,
+    args: tuple,
+    handler: GraphHandler,
+    *,
+    seam: str,
+    kwargs: dict | None = None,
+    options: Mapping[str, Any] | None = None,
+    force_graph_breaks: bool = False,
+) -> None:
+    """Run ``model(*args, **kwargs)`` once under Dynamo with ``handler`` in place of compiling
+    each ATen graph (see :func:`compile_fx_graph`), without gradients, from a clean Dynamo state
+    and leaving one. The tools that trace without serving (lowering, staging, building) use it;
+    ``force_graph_breaks`` applies the backend's graph-break rules as ``backend="neuron"`` does."""
+
+    def backend(gm, example_inputs, **_):
+        return compile_fx_graph(gm, example_inputs, options, seam=seam, handler=handler)
+
+    if force_graph_breaks:
+        backend = graph_breaks.forces_graph_breaks(backend)
+
+    torch._dynamo.reset()
+    try:
+        with torch.no_grad():
+            torch.compile(model, backend=backend, dynamic=False)(*args, **(kwargs or {}))
+    finally:
+        torch._dynamo.reset()
+
+
 def lower_graphs(model: Callable, args: tuple, options: Mapping[str, Any] | None = None) -> list:
     """Run Dynamo, the passes and lowering on ``model(*args)`` without compiling.
 
@@ -278,16 +307,7 @@ def lower_graphs(model: Callable, args: tuple, options: Mapping[str, Any] | None
         lowered.append(lower_to_stablehlo(aten_gm, graph_name=graph_name))
         return aten_gm
 
-    @graph_breaks.forces_graph_breaks
-    def backend(gm, example_inputs, **_):
-        return compile_fx_graph(gm, example_inputs, options, seam="lower", handler=handler)
-
-    torch._dynamo.reset()
-    try:
-        with torch.no_grad():
-            torch.compile(model, backend=backend, dynamic=False)(*args)
-    finally:
-        torch._dynamo.reset()
+    run_with_handler(model, args, handler, seam="lower", options=options, force_graph_breaks=True)
     return lowered
 
 

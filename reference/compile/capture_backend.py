@@ -21,16 +21,17 @@ import os
 import shutil
 import threading
 import uuid
+import dataclasses
 from dataclasses import dataclass
 from typing import Any, Iterator, Mapping, Sequence
 
 import torch
 
-from reference.cache.key import create_cache_hash, tool_versions
+from reference.cache.key import create_cache_hash
 from reference.compile import env
 from reference.compile.backend import compile_fx_graph
 from reference.compile.lowering import LoweredGraph, TensorSpec, lower_to_stablehlo
-from reference.compile.pipeline import has_collectives
+from reference.compile.pipeline import build_metadata, has_collectives
 from reference.compile.schema import ArtifactMetadata, MetadataError
 
 HLO_FILE = "graph.hlo"
@@ -112,14 +113,8 @@ def stage_graph(
     """Write one staged entry atomically (a reader sees no entry or a whole one) and return it."""
     directory = os.path.abspath(directory or capture_dir())
     key, breakdown = create_cache_hash(lowered.hlo, compiler_args, lowered.input_specs, breakdown=True)
-    meta = ArtifactMetadata(
-        cache_key=key,
-        graph_name=graph_name,
-        compiler_args=list(compiler_args),
-        key_components=breakdown["components"],
-        input_specs=[s.as_json() for s in lowered.input_specs],
-        output_specs=[s.as_json() for s in lowered.output_specs],
-        versions=dict(tool_versions()),
+    meta = dataclasses.replace(
+        build_metadata(lowered, key, breakdown, compiler_args, graph_name),
         artifact_file="",
         hlo_file=HLO_FILE,
         has_collectives=has_collectives,

@@ -29,7 +29,7 @@ import torch
 
 from reference.compile.compiler_driver import CompilerDriver
 from reference.compile.errors import LoweringError, NEFFExecutionError
-from reference.compile.lowering import LoweredGraph, TensorSpec, lower_to_stablehlo, output_specs as _output_specs
+from reference.compile.lowering import LoweredGraph, TensorSpec, _flatten, lower_to_stablehlo, output_specs as _output_specs
 from reference.spmd.collectives import annotate_replica_groups, collective_info, is_collective, is_wait
 from reference.spmd.mesh import MESH_REGISTRY
 
@@ -228,15 +228,6 @@ def lower_program(aten_gm: torch.fx.GraphModule, *, graph_name: str) -> SPMDProg
     out_specs = _output_specs(aten_gm)
     text = program_text(graph_name, pieces, steps, inputs, [o for o in outputs if o is not None], specs)
     return SPMDProgram(graph_name, text, pieces, steps, inputs, outputs, in_specs, out_specs, len(nodes), collectives)
-
-
-def _flatten(x: Any) -> list:
-    if isinstance(x, (list, tuple)):
-        out = []
-        for item in x:
-            out.extend(_flatten(item))
-        return out
-    return [x]
 
 
 def _extract(gm: torch.fx.GraphModule, stage: list, members: set, outs: list) -> tuple[torch.fx.GraphModule, list]:
@@ -510,7 +501,7 @@ def compile_spmd_graph(
 def lower_texts(model, args: tuple, kwargs: dict | None = None, options=None) -> list[str]:
     """The keyed text of every graph of ``model(*args, **kwargs)``: the whole-program text for a
     graph with collectives, the StableHLO module otherwise. Runs the model eagerly; compiles nothing."""
-    from reference.compile.backend import compile_fx_graph
+    from reference.compile.backend import run_with_handler
     from reference.compile.pipeline import has_collectives
 
     texts: list[str] = []
@@ -522,15 +513,7 @@ def lower_texts(model, args: tuple, kwargs: dict | None = None, options=None) ->
             texts.append(lower_to_stablehlo(aten_gm, graph_name=graph_name).hlo)
         return aten_gm
 
-    def backend(gm, example_inputs, **_):
-        return compile_fx_graph(gm, example_inputs, options, seam="lower", handler=handler)
-
-    torch._dynamo.reset()
-    try:
-        with torch.no_grad():
-            torch.compile(model, backend=backend, dynamic=False)(*args, **(kwargs or {}))
-    finally:
-        torch._dynamo.reset()
+    run_with_handler(model, args, handler, seam="lower", kwargs=kwargs, options=options)
     return texts
 
 
@@ -540,7 +523,7 @@ def build_only(model, args: tuple, kwargs: dict | None = None, options=None, sta
     program alone. Returns ``{graph name: key}``. The call's outputs are zeros. ``stats``, when
     given, receives ``lower_s`` (splitting and lowering) and ``build_s`` (cache lookup, waiting on
     the key's lock, compiling)."""
-    from reference.compile.backend import compile_fx_graph
+    from reference.compile.backend import run_with_handler
     from reference.compile.pipeline import build_artifact, has_collectives
 
     keys: dict[str, str] = {}
@@ -569,13 +552,5 @@ def build_only(model, args: tuple, kwargs: dict | None = None, options=None, sta
 
         return zeros
 
-    def backend(gm, example_inputs, **_):
-        return compile_fx_graph(gm, example_inputs, options, seam="build_only", handler=handler)
-
-    torch._dynamo.reset()
-    try:
-        with torch.no_grad():
-            torch.compile(model, backend=backend, dynamic=False)(*args, **(kwargs or {}))
-    finally:
-        torch._dynamo.reset()
+    run_with_handler(model, args, handler, seam="build_only", kwargs=kwargs, options=options)
     return keys
