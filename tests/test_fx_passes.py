@@ -17,7 +17,7 @@ from torch import fx
 
 import fixtures
 from conformance.tolerances import assert_close
-from reference.compile.backend import compile_fx_graph
+from reference.backends.neuron import compile_fx_graph
 from reference.fx_passes import (
     AliasingOutputRewritePass,
     CollectiveReplicaGroupsPass,
