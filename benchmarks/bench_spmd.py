@@ -2,7 +2,7 @@
 
 Each run starts real ranks (``conformance.launcher``, gloo on loopback) over a fresh, shared
 artifact cache. Each rank traces, lowers and builds the artifact of the sharded decoder (tp = 4)
-without executing it (``reference.spmd.program.build_only``), starting together after a barrier:
+without executing it (``reference.flows.tools.build_only``), starting together after a barrier:
 
 - ``spmd_4_ranks``: all four ranks build the SPMD model;
 - ``mpmd_4_ranks``: all four ranks build the MPMD twin (the MoE bakes its expert-parallel rank);
@@ -31,7 +31,7 @@ def _rank(mode: str, only_rank0: bool) -> dict:
     from neuron_fixtures.spmd import sharded_decoder
     from reference.core.metrics import METRICS
     from reference.spmd import NeuronGroupCoordinator, rank_tensor
-    from reference.spmd.program import build_only
+    from reference.flows.tools import build_only
 
     rank, world = dist.get_rank(), dist.get_world_size()
     group = NeuronGroupCoordinator.contiguous(world).group

@@ -4,7 +4,7 @@ Public names follow the backend reference (``neuron_dynamo_backend``) and the de
 Internals live in subpackages and may move; import from here or from the subpackage ``__init__``.
 """
 
-__version__ = "0.1.0"
+from reference.core.versions import __version__  # noqa: E402
 
 from reference.core.settings import get_model_name, get_rank, set_model_name  # noqa: E402
 from reference.core.errors import (  # noqa: E402

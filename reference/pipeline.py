@@ -1,36 +1,52 @@
-"""One graph through the pipeline: lower, key, look up or compile, load.
+"""One path for one ATen graph: lower -> key -> build -> load, for every seam and tool.
 
-The seams (backend.py and friends) decide *which* arguments and passes apply; this module does
-the work that is the same for all of them.
+- **lower** (:func:`lower`): the lowering strategy follows the graph. A graph without collectives
+  becomes one StableHLO module, through the HLO cache; a graph with collectives becomes an SPMD
+  program (:mod:`reference.spmd.program`): pieces of plain compute joined by collectives, keyed by
+  its whole-program text and its meshes (``replica_groups``).
+- **key** (:func:`cache_key`): :func:`~reference.cache.key.create_cache_hash` of the text, the
+  compiler arguments and the input specs, under a :class:`KeyPolicy` (the native seam leaves the
+  arguments out of its key and checks they never change for one key).
+- **build** (:func:`build_artifact`): from the NEFF cache, or compiled under the key's lock, with
+  the key's failure record, and published.
+- **load** (:func:`load`): the artifact as a callable.
+
+:func:`compile_aten_graph` runs all four and records the graph's metrics once. The capture seam
+stops after the key and stages the graph (:func:`stage`); ``parallel_compile`` picks a staged entry
+up again (:func:`staged_lowering`) and builds it. The seams decide *which* arguments and passes
+apply; this module does the work that is the same for all of them.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import logging
 import time
 import warnings
-from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Sequence
 
 import torch
 
-from reference.cache.key import create_cache_hash, tool_versions
 from reference.cache.errors import CacheFallbackWarning, CacheWriteError
-from reference.cache.hlo_cache import lower_cached
+from reference.cache.hlo_cache import create_hlo_cache_key, hlo_cache
+from reference.cache.key import create_cache_hash, tool_versions
 from reference.cache.neff_cache import NeffCache
-from reference.core import env
+from reference.cache.staging import StagedGraph, write_staged
 from reference.compiler.driver import CompilerDriver
+from reference.core import env
 from reference.core.errors import CacheMissError, NEFFCompilationError
-from reference.lowering.stablehlo import LoweredGraph, lower_to_stablehlo
 from reference.core.metrics import METRICS, NeuronCompilationMetrics
-from reference.runtime import LoadedArtifact
 from reference.core.schema import ArtifactMetadata
+from reference.core.specs import LoweredGraph
+from reference.fx_passes import get_default_pass_manager
+from reference.lowering.stablehlo import input_specs, lower_to_stablehlo, lowering_fingerprint
+from reference.runtime import LoadedArtifact
+from reference.spmd.collectives import has_collectives
+from reference.spmd.program import LoadedProgram, ProgramCompiler, SPMDProgram, lower_program
 
 log = logging.getLogger(__name__)
-
-_COLLECTIVE_MARKERS = ("_c10d_functional", "all_reduce", "all_gather", "reduce_scatter", "all_to_all")
-
 
 @dataclass
 class BuiltArtifact:
@@ -50,11 +66,94 @@ def neff_cache() -> NeffCache | None:
     )
 
 
-def has_collectives(gm: torch.fx.GraphModule) -> bool:
-    for node in gm.graph.nodes:
-        if node.op == "call_function" and any(m in str(node.target) for m in _COLLECTIVE_MARKERS):
-            return True
-    return False
+__all__ = [
+    "BuiltArtifact", "CompiledGraph", "DEFAULT_KEY", "KeyPolicy", "Lowering", "NATIVE_KEY", "build", "build_artifact",
+    "cache_key", "compile_aten_graph", "has_collectives", "load", "lower", "lower_cached", "neff_cache", "stage",
+    "staged_lowering",
+]
+
+
+# --- lower ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Lowering:
+    """One graph under its lowering strategy: ``graph`` is what the key hashes (the StableHLO
+    module, or the whole-program text of an SPMD program); ``program`` is set for the latter."""
+
+    graph: LoweredGraph
+    program: SPMDProgram | None = None
+    lower_us: int = 0
+
+    @property
+    def replica_groups(self) -> dict[str, list[list[int]]] | None:
+        return self.program.replica_groups() if self.program is not None else None
+
+    def compiler(self, driver: CompilerDriver | None = None):
+        """What compiles the text: the compiler driver, or, for a program, one that compiles every
+        piece into one bundle."""
+        return ProgramCompiler(self.program, driver) if self.program is not None else driver
+
+
+def lower_cached(aten_gm: torch.fx.GraphModule, *, graph_name: str) -> LoweredGraph:
+    """``lower_to_stablehlo`` through the HLO cache (off with ``TORCH_NEURONX_NEFF_DISABLE_CACHE``)."""
+    cache = hlo_cache()
+    if cache is None:
+        METRICS.bump("lowerings")
+        return lower_to_stablehlo(aten_gm, graph_name=graph_name)
+    key = create_hlo_cache_key(
+        aten_gm, input_specs(aten_gm, graph_name), get_default_pass_manager().uuid(), lowering=lowering_fingerprint()
+    )
+    hit = cache.get(key)
+    if hit is not None:
+        METRICS.bump("hlo_cache_hits")
+        return hit
+    METRICS.bump("lowerings")
+    lowered = lower_to_stablehlo(aten_gm, graph_name=graph_name)
+    cache.put(key, lowered)
+    return lowered
+
+
+def lower(aten_gm: torch.fx.GraphModule, *, graph_name: str) -> Lowering:
+    """Lower one ATen graph under the strategy its content asks for (see the module doc)."""
+    start = time.perf_counter()
+    if has_collectives(aten_gm):
+        program = lower_program(aten_gm, graph_name=graph_name)
+        return Lowering(program.lowered(), program, int((time.perf_counter() - start) * 1e6))
+    lowered = lower_cached(aten_gm, graph_name=graph_name)
+    return Lowering(lowered, None, int((time.perf_counter() - start) * 1e6))
+
+
+# --- key ------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class KeyPolicy:
+    """How a seam keys its artifacts. ``compiler_args_in_key=False`` is the native seam's
+    structure-and-shape key; ``check(key, compiler_args, graph_name, recorded)`` runs before a
+    build (``recorded=None``) and on every cache entry found (``recorded``: the arguments the entry
+    was built with) and may raise; ``metadata_extra`` goes into a new entry's ``extra``."""
+
+    name: str = "default"
+    compiler_args_in_key: bool = True
+    check: Callable[[str, Sequence[str], str, Sequence[str] | None], None] | None = None
+    metadata_extra: Mapping[str, Any] = field(default_factory=dict)
+
+
+DEFAULT_KEY = KeyPolicy()
+NATIVE_KEY = KeyPolicy("native", compiler_args_in_key=False, metadata_extra={"seam": "neuron_native_lite"})
+KEY_POLICIES = {p.name: p for p in (DEFAULT_KEY, NATIVE_KEY)}
+
+
+def cache_key(
+    lowered: LoweredGraph, compiler_args: Sequence[str], *, replica_groups=None, key_policy: KeyPolicy = DEFAULT_KEY,
+    hlo_normalizer=None,
+) -> tuple[str, dict]:
+    """The artifact key of a lowered graph and its breakdown (the one place a seam's key is made)."""
+    return create_cache_hash(
+        lowered.hlo, compiler_args if key_policy.compiler_args_in_key else None, lowered.input_specs, breakdown=True,
+        replica_groups=replica_groups, hlo_normalizer=hlo_normalizer,
+    )
 
 
 def build_metadata(lowered: LoweredGraph, key: str, breakdown: dict, compiler_args: Sequence[str], graph_name: str) -> ArtifactMetadata:
@@ -83,9 +182,7 @@ def build_artifact(
     driver: CompilerDriver | None = None,
     replica_groups=None,
     hlo_normalizer=None,
-    compiler_args_in_key: bool = True,
-    check_entry: Callable[[Any], None] | None = None,
-    metadata_extra: dict | None = None,
+    key_policy: KeyPolicy = DEFAULT_KEY,
 ) -> BuiltArtifact:
     """The artifact for a lowered graph: from the cache when present, else compiled and published.
 
@@ -93,21 +190,20 @@ def build_artifact(
     this one waited), checks the key's failure record, compiles, and publishes. A cache or lock
     directory that cannot be written does not fail the compile: it warns
     (:class:`~reference.cache.errors.CacheFallbackWarning`) and the artifact is used uncached.
-    ``replica_groups`` and ``hlo_normalizer`` pass through to :func:`create_cache_hash`.
-    ``compiler_args_in_key=False`` is the native seam's key (structure and shapes only);
-    ``check_entry`` sees every entry found in the cache before it is used (and may raise);
-    ``metadata_extra`` is merged into a new entry's ``extra``.
+    ``replica_groups`` and ``hlo_normalizer`` pass through to :func:`create_cache_hash`;
+    ``key_policy`` says how the key is made and checked (:class:`KeyPolicy`).
     """
-    key, breakdown = create_cache_hash(
-        lowered.hlo, compiler_args if compiler_args_in_key else None, lowered.input_specs, breakdown=True,
-        replica_groups=replica_groups, hlo_normalizer=hlo_normalizer,
+    key, breakdown = cache_key(
+        lowered, compiler_args, replica_groups=replica_groups, key_policy=key_policy, hlo_normalizer=hlo_normalizer
     )
+    if key_policy.check is not None:
+        key_policy.check(key, compiler_args, graph_name, None)
     cache = neff_cache()
     driver = driver or CompilerDriver()
 
     def _hit(entry) -> BuiltArtifact:
-        if check_entry is not None:
-            check_entry(entry)
+        if key_policy.check is not None:
+            key_policy.check(key, compiler_args, graph_name, entry.metadata.compiler_args)
         METRICS.bump("neff_cache_hits")
         return BuiltArtifact(key, graph_name, entry.artifact, entry.metadata, cache_hit=True)
 
@@ -126,7 +222,7 @@ def build_artifact(
             raise
         meta = build_metadata(lowered, key, breakdown, compiler_args, graph_name)
         meta.compile_time_us = result.wall_us
-        meta.extra.update(metadata_extra or {})
+        meta.extra.update(key_policy.metadata_extra)
         if cache is not None:
             cache.failures.clear(key)
             try:
@@ -175,18 +271,43 @@ def record_graph_metrics(
     )
 
 
-class CompiledGraph:
-    """What the backend hands back to AOT Autograd for one graph."""
+def build(lowering: Lowering, compiler_args: Sequence[str], *, graph_name: str, key_policy: KeyPolicy = DEFAULT_KEY) -> BuiltArtifact:
+    """Build (or fetch) the artifact of a :class:`Lowering`: a program compiles as one bundle
+    under a key that includes its meshes."""
+    return build_artifact(
+        lowering.graph, compiler_args, graph_name=graph_name, driver=lowering.compiler(),
+        replica_groups=lowering.replica_groups, key_policy=key_policy,
+    )
 
-    def __init__(self, built: BuiltArtifact, loaded: LoadedArtifact | None, eager: Callable | None) -> None:
+
+# --- load -----------------------------------------------------------------------------------------
+
+
+def load(built: BuiltArtifact, lowering: Lowering) -> Callable:
+    """The built artifact as a callable taking the graph's inputs and returning its outputs."""
+    if lowering.program is not None:
+        return LoadedProgram(built.artifact, graph_name=built.graph_name, pieces=lowering.program.pieces)
+    return LoadedArtifact(
+        built.artifact, graph_name=built.graph_name, input_specs=lowering.graph.input_specs,
+        output_specs=lowering.graph.output_specs,
+    )
+
+
+class CompiledGraph:
+    """What a compiling seam hands back to AOT Autograd for one graph. ``hlo`` is the keyed text
+    (the debug directory shows it); ``loaded`` is ``None`` in compile-only mode, where outputs
+    come from the eager graph."""
+
+    def __init__(self, built: BuiltArtifact, loaded: Callable | None, eager: Callable | None, *, hlo: str = "") -> None:
         self.built = built
         self.loaded = loaded
         self._eager = eager
         self.key = built.key
         self.graph_name = built.graph_name
+        self.hlo = hlo
 
     def __call__(self, *args: torch.Tensor):
-        if self.loaded is None:  # compile-only mode: artifacts exist, outputs come from eager
+        if self.loaded is None:
             return self._eager(*args)
         return self.loaded(*args)
 
@@ -198,28 +319,54 @@ def compile_aten_graph(
     compiler_args: Sequence[str],
     model_name: str,
     fx_passes_us: int = 0,
+    key_policy: KeyPolicy = DEFAULT_KEY,
 ) -> CompiledGraph:
-    """Lower, build (or fetch) and load one ATen graph, recording its metrics."""
-    if has_collectives(aten_gm):  # split at the collectives: see reference/spmd/program.py
-        from reference.spmd.program import compile_spmd_graph
-
-        return compile_spmd_graph(
-            aten_gm, graph_name=graph_name, compiler_args=compiler_args, model_name=model_name, fx_passes_us=fx_passes_us
-        )
-    start = time.perf_counter()
-    lowered = lower_cached(aten_gm, graph_name=graph_name, lower=lower_to_stablehlo)  # HLO cache first
-    lower_us = int((time.perf_counter() - start) * 1e6)
-    built = build_artifact(lowered, compiler_args, graph_name=graph_name)
+    """Lower, key, build (or fetch) and load one ATen graph, recording its metrics once."""
+    lowering = lower(aten_gm, graph_name=graph_name)
+    built = build(lowering, compiler_args, graph_name=graph_name, key_policy=key_policy)
     record_graph_metrics(
-        built, model_name=model_name, collectives=has_collectives(aten_gm), node_count=lowered.node_count,
-        fx_passes_us=fx_passes_us, lower_us=lower_us,
+        built, model_name=model_name, collectives=lowering.program is not None, node_count=lowering.graph.node_count,
+        fx_passes_us=fx_passes_us, lower_us=lowering.lower_us,
     )
-    if env.get(env.COMPILE_ONLY):
-        graph = CompiledGraph(built, None, aten_gm)
-    else:
-        loaded = LoadedArtifact(
-            built.artifact, graph_name=graph_name, input_specs=lowered.input_specs, output_specs=lowered.output_specs
-        )
-        graph = CompiledGraph(built, loaded, aten_gm)
-    graph.hlo = lowered.hlo  # for the debug directory (issue 4)
-    return graph
+    loaded = None if env.get(env.COMPILE_ONLY) else load(built, lowering)
+    return CompiledGraph(built, loaded, aten_gm, hlo=lowering.graph.hlo)
+
+
+# --- stage: the deferred flow -----------------------------------------------------------------------
+
+
+def stage(
+    lowering: Lowering, compiler_args: Sequence[str], *, graph_name: str, directory: str, key_policy: KeyPolicy = DEFAULT_KEY
+) -> StagedGraph:
+    """Key a lowered graph exactly as :func:`build` would and stage it under ``directory`` for
+    ``parallel_compile``, instead of building it. A program is staged as its whole-program text
+    with its meshes in the metadata (``extra["replica_groups"]``) and its pieces beside it."""
+    key, breakdown = cache_key(
+        lowering.graph, compiler_args, replica_groups=lowering.replica_groups, key_policy=key_policy
+    )
+    extra: dict[str, Any] = {"node_count": lowering.graph.node_count, "key_policy": key_policy.name}
+    if lowering.program is not None:
+        extra["replica_groups"] = lowering.replica_groups
+    meta = dataclasses.replace(
+        build_metadata(lowering.graph, key, breakdown, compiler_args, graph_name),
+        artifact_file="",
+        hlo_file="graph.hlo",
+        has_collectives=lowering.program is not None,
+        extra=extra,
+        stage="captured",
+    )
+    program = lowering.program.to_json() if lowering.program is not None else None
+    return write_staged(directory, meta, lowering.graph.hlo, program)
+
+
+def staged_key_policy(entry: StagedGraph) -> KeyPolicy:
+    """The key policy an entry was staged under (entries from before policies were recorded: the
+    default)."""
+    return KEY_POLICIES.get(str(entry.metadata.extra.get("key_policy", "default")), DEFAULT_KEY)
+
+
+def staged_lowering(entry: StagedGraph) -> Lowering:
+    """A staged entry as a :class:`Lowering` again, ready for :func:`cache_key` and :func:`build`."""
+    if entry.program is not None:
+        return Lowering(entry.lowered(), SPMDProgram.from_json(entry.program, entry.hlo))
+    return Lowering(entry.lowered())

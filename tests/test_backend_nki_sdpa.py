@@ -8,7 +8,7 @@ import torch
 
 from reference.core import env
 from reference.lowering import nki_sdpa
-from reference.backends.neuron import lower_graphs
+from reference.flows.tools import lower_graphs
 
 
 def _qkv(L=2048, S=None, seed=0):

@@ -10,7 +10,8 @@ import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from reference.cache.errors import CacheFallbackWarning
-from reference.cache.hlo_cache import HloCache, create_hlo_cache_key, lower_cached
+from reference.cache.hlo_cache import HloCache, create_hlo_cache_key
+from reference.pipeline import lower_cached
 from reference.core.specs import TensorSpec
 from reference.lowering.stablehlo import lower_to_stablehlo
 from reference.core.metrics import METRICS

@@ -35,7 +35,7 @@ ARGS = ["--target", "trn2"]
 
 @pytest.fixture(scope="module")
 def lowered() -> LoweredGraph:
-    from reference.backends.neuron import lower_graphs
+    from reference.flows.tools import lower_graphs
 
     model, args = neuron_fixtures.build("mlp")
     (graph,) = lower_graphs(model, args)

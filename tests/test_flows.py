@@ -130,3 +130,69 @@ def test_parallel_compile_publishes_and_names_a_failing_graph(tmp_path, monkeypa
     assert ok.graph_name == "good_graph" and ok.cache_key == good.key
     entry = neff_cache().get(good.key)
     assert entry is not None and entry.metadata.compiler_args == ["-O2", "--target", "trn2"]
+
+
+def _isolated_caches(tmp_path, monkeypatch) -> None:
+    for var, sub in (
+        ("TORCH_NEURONX_NEFF_CACHE_DIR", "neff"),
+        ("TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR", "local"),
+        ("TORCH_NEURONX_HLO_CACHE_DIR", "hlo"),
+    ):
+        monkeypatch.setenv(var, str(tmp_path / sub))
+
+
+def test_native_trace_jobs_go_through_the_deferred_flow(tmp_path, monkeypatch):
+    """Two-element (native) jobs are captured in forked children under the native seam's key and
+    built by parallel_compile; the native seam then serves the graph from the cache (with a miss
+    being an error), equal to eager. Compiles for real."""
+    import torch
+
+    from neuron_fixtures.policy import PolicyVLM
+    from reference.runner import NeuronModelRunner, NeuronWorker
+
+    _isolated_caches(tmp_path, monkeypatch)
+    runner = NeuronModelRunner(PolicyVLM(), compiler_args=["--model-type", "transformer"], mode="native").load_model()
+    report = NeuronWorker(runner).compile_deferred(tmp_path / "staged", [None], timeout=600)
+    assert report.graphs and all(g.ok and not g.cache_hit for g in report.graphs), report.graphs
+    (entry,) = read_staged(tmp_path / "staged")
+    assert entry.metadata.extra["key_policy"] == "native"
+    monkeypatch.setenv("NEURON_LIBTORCH_ASSERT_CACHE_HIT", "1")
+    with torch.no_grad():
+        served = runner.run_site(None, **runner.model.example_kwargs(None))
+        expected = runner.model(**runner.model.example_kwargs(None))
+    torch.testing.assert_close(served, expected, rtol=1e-4, atol=1e-5)
+
+
+def test_a_failing_fx_pass_falls_back_to_eager_when_fallback_is_on(monkeypatch):
+    """With TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION=0 a pass that raises is a compile failure like
+    any other: a warning, and the graph runs eagerly; with the default it raises. The failing pass
+    is a stand-in added to a private pass manager (no compiler runs)."""
+    import torch
+
+    from reference.backends import neuron
+    from reference.fx_passes import FXPass, FXPassManager
+
+    class Broken(FXPass):
+        @property
+        def name(self) -> str:
+            return "BrokenPass"
+
+        def run(self, gm, **kwargs):
+            raise RuntimeError("this pass always fails")
+
+    manager = FXPassManager().add_pass(Broken())
+    monkeypatch.setattr(neuron, "get_default_pass_manager", lambda: manager)
+    x = torch.randn(3, 4)
+
+    def f(x):
+        return torch.relu(x) * 2
+
+    torch._dynamo.reset()
+    with pytest.raises(Exception, match="BrokenPass"):
+        torch.compile(f, backend="neuron")(x)
+    torch._dynamo.reset()
+    monkeypatch.setenv("TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION", "0")
+    with pytest.warns(UserWarning, match="compilation failed, running the graph eagerly.*BrokenPass"):
+        out = torch.compile(f, backend="neuron")(x)
+    torch.testing.assert_close(out, f(x))
+    torch._dynamo.reset()

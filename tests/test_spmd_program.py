@@ -16,7 +16,8 @@ import torch.distributed._functional_collectives as funcol
 from reference.core.errors import LoweringError
 from reference.spmd import MESH_REGISTRY, NeuronGroupCoordinator, rank_tensor
 from reference.spmd.errors import MeshError
-from reference.spmd.program import lower_program, lower_texts, pack_bundle, unpack_bundle
+from reference.flows.tools import lower_texts
+from reference.spmd.program import lower_program, pack_bundle, unpack_bundle
 
 
 @pytest.fixture(scope="module")

@@ -34,7 +34,7 @@ class ReferenceImplementation(Implementation):
         )
 
     def lower(self, model: Callable, args: Sequence[Any]) -> list[str]:
-        from reference.backends.neuron import lower_graphs
+        from reference.flows.tools import lower_graphs
 
         return [g.hlo for g in lower_graphs(model, tuple(args))]
 
@@ -59,7 +59,7 @@ class ReferenceImplementation(Implementation):
     def fx_passes_applied(self, model: Callable, args: Sequence[Any], options: Mapping[str, Any] | None = None) -> list[str]:
         import logging
 
-        from reference.backends.neuron import lower_graphs
+        from reference.flows.tools import lower_graphs
 
         ran: list[str] = []
 
@@ -244,6 +244,17 @@ class ReferenceImplementation(Implementation):
             for r in results
         ]
 
+    def capture(self, model, *, cache_dir):
+        from reference.backends.capture import capture_to
+
+        compiled = torch.compile(model, backend="neuron_libtorch_graph_capture", dynamic=False)
+
+        def run(*args, **kwargs):
+            with capture_to(cache_dir):
+                return compiled(*args, **kwargs)
+
+        return run
+
     def parallel_compile(self, cache_dir, *, workers=2, base_compiler_args=None):
         from reference.flows import parallel_compile
 
@@ -279,7 +290,7 @@ class ReferenceImplementation(Implementation):
         return NeuronGroupCoordinator(replica_groups).group
 
     def spmd_lower(self, model, args, kwargs=None):
-        from reference.spmd.program import lower_texts
+        from reference.flows.tools import lower_texts
 
         return lower_texts(model, tuple(args), dict(kwargs or {}))
 

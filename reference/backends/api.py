@@ -25,6 +25,7 @@ from typing import Iterator
 
 from reference.core import env
 from reference.core.settings import get_model_name, get_rank, set_model_name
+from reference.backends.debug_artifacts import DEBUG_ARTIFACTS
 from reference.backends.device import is_device_tensor, to_device
 from reference.core.errors import EnvVarError, NEFFCompilationError, NEFFExecutionError
 from reference.backends.graph_breaks import reset_graph_break_thresholds, set_graph_break_thresholds
@@ -112,8 +113,6 @@ def preflight() -> None:
     """Check the settings a compile depends on before it starts, so that a bad one raises a clear
     error instead of failing half-way: every variable parses, the metric tables are known, the
     debug directory is writable."""
-    from reference.backends.debug_artifacts import DEBUG_ARTIFACTS
-
     env.validate_all()
     enabled_metric_tables()
     DEBUG_ARTIFACTS.directory()

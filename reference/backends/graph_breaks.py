@@ -23,8 +23,10 @@ reference's seams); other backends in the same process trace as usual.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import threading
+import warnings
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -136,9 +138,20 @@ _OPT_IN = "_neuron_forces_graph_breaks"
 
 
 def forces_graph_breaks(backend: Callable) -> Callable:
-    """Mark a backend function so that compiles using it get the backend's graph breaks."""
+    """Mark a backend function so that compiles using it get the backend's graph breaks.
+
+    The hooks are installed on the backend's first use, not at import: Dynamo enters a backend's
+    ``backend_ctx_ctor`` context each time a function compiled with it is called, before it
+    traces, and that context installs them (once)."""
     setattr(backend, _OPT_IN, True)
+    backend.backend_ctx_ctor = _installed_context
     return backend
+
+
+@contextlib.contextmanager
+def _installed_context():
+    install()
+    yield
 
 
 def _backend_opted_in(tx) -> bool:
@@ -194,27 +207,46 @@ def _check(tx, name: str, args: list, kwargs: dict, form: str) -> None:
 
 
 def _static_for_opted_in(tx):
-    import contextlib
-
     cfg = torch._dynamo.config
     if cfg.automatic_dynamic_shapes and cfg.assume_static_by_default and _backend_opted_in(tx):
         return cfg.patch(automatic_dynamic_shapes=False)
     return contextlib.nullcontext()
 
 
-_installed = False
+#: The torch releases whose Dynamo internals the hooks below were written against.
+WRITTEN_FOR = ("2.13",)
+
+_installed: dict[tuple[Any, str], Any] = {}  # (owner, attribute) -> the original, while installed
 _install_lock = threading.Lock()
+
+
+def _torch_supported() -> bool:
+    return any(torch.__version__.startswith(v + ".") or torch.__version__ == v for v in WRITTEN_FOR)
+
+
+def installed() -> bool:
+    return bool(_installed)
 
 
 def install() -> None:
     """Wrap Dynamo's handlers of torch function calls and tensor method calls (idempotent).
 
-    The no-lowering list is computed here, before any trace, so that the hook only reads it."""
-    global _installed
+    Only on the torch releases in :data:`WRITTEN_FOR`: on another one the hooks are left out with a
+    warning (an op with no lowering then fails the compile with a ``LoweringError`` instead of
+    breaking the graph). The no-lowering list is computed here, before any trace, so that the
+    hook only reads it. :func:`uninstall` restores Dynamo's handlers."""
     with _install_lock:
         if _installed:
             return
+        if not _torch_supported():
+            warnings.warn(
+                f"neuron backend: the graph-break hooks were written for torch {', '.join(WRITTEN_FOR)}, "
+                f"not {torch.__version__}; they are not installed",
+                stacklevel=3,
+            )
+            return
         no_lowering_ops()
+        from torch._dynamo.variables import builder
         from torch._dynamo.variables.tensor import TensorVariable
         from torch._dynamo.variables.torch import TorchInGraphFunctionVariable
 
@@ -234,11 +266,6 @@ def install() -> None:
                 _check(tx, name, [self, *args], dict(kwargs), f"Tensor.{name}()")
             return orig_method(self, tx, name, args, kwargs)
 
-        TorchInGraphFunctionVariable.call_function = call_function
-        TensorVariable.call_method = call_method
-
-        from torch._dynamo.variables import builder
-
         orig_auto = builder._automatic_dynamic
         orig_symint = builder.VariableBuilder.wrap_symint
 
@@ -252,6 +279,19 @@ def install() -> None:
             with _static_for_opted_in(self.tx):
                 return orig_symint(self, *args, **kwargs)
 
-        builder._automatic_dynamic = _automatic_dynamic
-        builder.VariableBuilder.wrap_symint = wrap_symint
-        _installed = True
+        for owner, attr, wrapper in (
+            (TorchInGraphFunctionVariable, "call_function", call_function),
+            (TensorVariable, "call_method", call_method),
+            (builder, "_automatic_dynamic", _automatic_dynamic),
+            (builder.VariableBuilder, "wrap_symint", wrap_symint),
+        ):
+            _installed[(owner, attr)] = getattr(owner, attr)
+            setattr(owner, attr, wrapper)
+
+
+def uninstall() -> None:
+    """Restore Dynamo's own handlers (the next use of the backend installs the hooks again)."""
+    with _install_lock:
+        for (owner, attr), original in _installed.items():
+            setattr(owner, attr, original)
+        _installed.clear()

@@ -14,20 +14,17 @@ the key (through :func:`reference.backends.neuron.compile_fx_graph`).
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import threading
-import time
 from typing import Any, Mapping, Sequence
 
 import torch
 
-from reference.cache.key import create_cache_hash
-from reference.core import env
 from reference.backends.neuron import compile_fx_graph
 from reference.compiler.driver import parse_compiler_args
 from reference.core.errors import NeuronBackendError
-from reference.lowering.stablehlo import lower_to_stablehlo
-from reference.pipeline import CompiledGraph, build_artifact, has_collectives, record_graph_metrics
-from reference.runtime import LoadedArtifact
+from reference.pipeline import NATIVE_KEY, compile_aten_graph
 
 
 class CompilerArgsConflictError(NeuronBackendError, ValueError):
@@ -80,11 +77,6 @@ def reset_native_key_registry() -> None:
     _REGISTRY.reset()
 
 
-def native_cache_key(lowered) -> str:
-    """The native key: structure and I/O shapes only (no compiler arguments)."""
-    return create_cache_hash(lowered.hlo, None, lowered.input_specs)
-
-
 def _assert_cache_key_args(key: str, compiler_args: Sequence[str], *, graph_name: str, recorded: Sequence[str] | None = None) -> None:
     """Raise :class:`CompilerArgsConflictError` if ``key`` was built with other arguments.
 
@@ -95,29 +87,15 @@ def _assert_cache_key_args(key: str, compiler_args: Sequence[str], *, graph_name
     _REGISTRY.check_and_record(key, compiler_args, graph_name)
 
 
-def _build_native(aten_gm, *, graph_name: str, compiler_args: Sequence[str], model_name: str, fx_passes_us: int = 0):
-    start = time.perf_counter()
-    lowered = lower_to_stablehlo(aten_gm, graph_name=graph_name)
-    lower_us = int((time.perf_counter() - start) * 1e6)
-    key = native_cache_key(lowered)
-    _assert_cache_key_args(key, compiler_args, graph_name=graph_name)
+def _check_key_args(key: str, compiler_args: Sequence[str], graph_name: str, recorded: Sequence[str] | None) -> None:
+    _assert_cache_key_args(key, compiler_args, graph_name=graph_name, recorded=recorded)
 
-    def check_recorded(entry) -> None:  # an entry another process built with other arguments
-        _assert_cache_key_args(key, compiler_args, graph_name=graph_name, recorded=entry.metadata.compiler_args)
 
-    # The shared build path (locks, failure records, fallbacks), under the native key.
-    built = build_artifact(
-        lowered, compiler_args, graph_name=graph_name, compiler_args_in_key=False,
-        check_entry=check_recorded, metadata_extra={"seam": "neuron_native_lite"},
-    )
-    record_graph_metrics(
-        built, model_name=model_name, collectives=has_collectives(aten_gm), node_count=lowered.node_count,
-        fx_passes_us=fx_passes_us, lower_us=lower_us,
-    )
-    if env.get(env.COMPILE_ONLY):
-        return CompiledGraph(built, None, aten_gm)
-    loaded = LoadedArtifact(built.artifact, graph_name=graph_name, input_specs=lowered.input_specs, output_specs=lowered.output_specs)
-    return CompiledGraph(built, loaded, aten_gm)
+#: The pipeline's native key policy with this seam's check of the arguments each key was built with.
+NATIVE_KEY_CHECKED = dataclasses.replace(NATIVE_KEY, check=_check_key_args)
+
+# The one pipeline (HLO cache, locks, failure records, fallbacks), under the native key.
+_build_native = functools.partial(compile_aten_graph, key_policy=NATIVE_KEY_CHECKED)
 
 
 def native_backend(gm: torch.fx.GraphModule, example_inputs: list, options: Mapping[str, Any] | None = None, mode: str | None = None):

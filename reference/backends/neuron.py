@@ -8,8 +8,8 @@ Registered under the names ``neuron`` and ``neuron_libtorch`` through the
 ``torch_dynamo_backends`` entry point, so ``torch.compile(..., backend="neuron")`` works without
 importing this package first.
 
-Importing this module installs the backend's graph breaks (:mod:`reference.backends.graph_breaks`)
-and computes the list of ops with no lowering from the installed tools. Shapes are static: an
+The backend's graph breaks (:mod:`reference.backends.graph_breaks`) are hooked into Dynamo on the
+backend's first use, not at import; importing this module traces and lowers nothing. Shapes are static: an
 explicit ``dynamic=True`` (or a dynamic ``shapes_spec``) is rejected, and a graph that Dynamo made
 dynamic on its own after a shape change is compiled once per concrete shape instead.
 """
@@ -25,14 +25,17 @@ import torch
 from torch._dynamo.backends.common import aot_autograd
 
 from reference.backends import device as _device
-from reference.backends import graph_breaks
-from reference.core import env
-from reference.compiler.scope import apply_platform_compiler_args, apply_scoped_compiler_args
-from reference.core.settings import get_model_name
+from reference.backends import graph_breaks, precompile
+from reference.backends.api import preflight
 from reference.backends.debug_artifacts import DEBUG_ARTIFACTS
+from reference.compiler.scope import apply_platform_compiler_args, apply_scoped_compiler_args
+from reference.core import env
 from reference.core.errors import BackendOptionError, DynamicShapeError, NEFFCompilationError, NeuronBackendError
 from reference.core.metrics import METRICS
-from reference.pipeline import compile_aten_graph
+from reference.core.settings import get_model_name
+from reference.fx_passes import get_default_pass_manager
+from reference.lowering import nki_sdpa
+from reference.pipeline import CompiledGraph, compile_aten_graph
 
 log = logging.getLogger(__name__)
 
@@ -92,8 +95,6 @@ def compile_fx_graph(
     ``handler(aten_gm, graph_name=, compiler_args=, model_name=, fx_passes_us=)`` does the
     per-graph work and returns the graph's callable; the default compiles and loads it.
     """
-    from reference.backends.api import preflight
-
     preflight()
     if _symbolic(example_inputs):
         _reject_explicit_dynamic()
@@ -110,13 +111,15 @@ def compile_fx_graph(
     model_name = get_model_name()
 
     fx_us = 0
+    eager_gm = gm
     if options.get("enable_fx_passes", True):
-        from reference.fx_passes import get_default_pass_manager
-
         start = time.perf_counter()
-        gm = get_default_pass_manager().run_passes(
-            gm, target_device=options.get("target_device", DEFAULT_TARGET_DEVICE), graph_name=f"{model_name}_dynamo"
-        )
+        try:
+            gm = get_default_pass_manager().run_passes(
+                gm, target_device=options.get("target_device", DEFAULT_TARGET_DEVICE), graph_name=f"{model_name}_dynamo"
+            )
+        except NeuronBackendError as exc:  # a pass that fails is a compile failure like any other
+            return _eager_fallback(exc, eager_gm)
         fx_us = int((time.perf_counter() - start) * 1e6)
 
     def fw_compiler(aten_gm: torch.fx.GraphModule, _aten_inputs: list):
@@ -128,8 +131,6 @@ def compile_fx_graph(
         )
         _write_debug_artifacts(graph_name, aten_gm, compiled)
         return _with_fallback(compiled, aten_gm)
-
-    from reference.lowering import nki_sdpa
 
     aot = aot_autograd(fw_compiler=fw_compiler, bw_compiler=fw_compiler, decompositions=nki_sdpa.decompositions())
     try:
@@ -149,13 +150,13 @@ def _eager_fallback(exc: NeuronBackendError, gm: torch.fx.GraphModule) -> Callab
 
 
 def _write_debug_artifacts(graph_name: str, aten_gm: torch.fx.GraphModule, compiled: Any) -> None:
-    built = getattr(compiled, "built", None)
+    served = isinstance(compiled, CompiledGraph)  # a tool's handler may return something else
     try:
         DEBUG_ARTIFACTS.write(
             graph_name,
             fx_code=aten_gm.code,
-            hlo=getattr(compiled, "hlo", None),
-            artifact=getattr(built, "artifact", None),
+            hlo=compiled.hlo if served else None,
+            artifact=compiled.built.artifact if served else None,
         )
     except (OSError, NeuronBackendError) as exc:  # checked before compiling; a late failure only warns
         log.warning("neuron backend: could not write debug artifacts of %s: %s", graph_name, exc)
@@ -252,10 +253,8 @@ def neuron_backend(gm: torch.fx.GraphModule, example_inputs: list, options: Mapp
     """``backend="neuron"``: compile every graph in-process and run it."""
     if mode not in (None, "default"):
         warnings.warn(f"neuron backend: mode={mode!r} has no effect; compiling with the default mode", stacklevel=2)
-    from reference.backends import precompile
-
     if precompile.enabled():  # TORCH_CACHING_PRECOMPILE: hand PyTorch a rebuildable artifact
-        precompile.record(gm, example_inputs, options)
+        precompile.record(gm, example_inputs, options, compile_fx_graph)
     return compile_fx_graph(gm, example_inputs, options, seam="neuron_libtorch")
 
 
@@ -264,52 +263,3 @@ def neuron_libtorch(gm: torch.fx.GraphModule, example_inputs: list, options: Map
     """``backend="neuron_libtorch"``: the same seam under its framework name."""
     return neuron_backend(gm, example_inputs, options=options, mode=mode)
 
-
-def run_with_handler(
-    model: Callable,
-    args: tuple,
-    handler: GraphHandler,
-    *,
-    seam: str,
-    kwargs: dict | None = None,
-    options: Mapping[str, Any] | None = None,
-    force_graph_breaks: bool = False,
-) -> None:
-    """Run ``model(*args, **kwargs)`` once under Dynamo with ``handler`` in place of compiling
-    each ATen graph (see :func:`compile_fx_graph`), without gradients, from a clean Dynamo state
-    and leaving one. The tools that trace without serving (lowering, staging, building) use it;
-    ``force_graph_breaks`` applies the backend's graph-break rules as ``backend="neuron"`` does."""
-
-    def backend(gm, example_inputs, **_):
-        return compile_fx_graph(gm, example_inputs, options, seam=seam, handler=handler)
-
-    if force_graph_breaks:
-        backend = graph_breaks.forces_graph_breaks(backend)
-
-    torch._dynamo.reset()
-    try:
-        with torch.no_grad():
-            torch.compile(model, backend=backend, dynamic=False)(*args, **(kwargs or {}))
-    finally:
-        torch._dynamo.reset()
-
-
-def lower_graphs(model: Callable, args: tuple, options: Mapping[str, Any] | None = None) -> list:
-    """Run Dynamo, the passes and lowering on ``model(*args)`` without compiling.
-
-    Returns the :class:`~reference.lowering.stablehlo.LoweredGraph` of every graph, in the order
-    Dynamo produced them; the model runs eagerly.
-    """
-    from reference.lowering.stablehlo import lower_to_stablehlo
-
-    lowered: list = []
-
-    def handler(aten_gm, *, graph_name, **_):
-        lowered.append(lower_to_stablehlo(aten_gm, graph_name=graph_name))
-        return aten_gm
-
-    run_with_handler(model, args, handler, seam="lower", options=options, force_graph_breaks=True)
-    return lowered
-
-
-graph_breaks.install()  # computes (or reads the memo of) the no-lowering list: at import, as documented

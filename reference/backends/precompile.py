@@ -19,7 +19,7 @@ import logging
 import pickle
 import threading
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import torch
 from torch._dynamo.precompile_context import BackendCacheArtifact, PrecompileContext
@@ -36,6 +36,7 @@ class _Payload:
     graph: bytes  # pickled GraphModule
     specs: list[tuple[str, tuple[int, ...], tuple[int, ...]]]
     options: dict[str, Any]
+    rebuild: Callable[..., Any]  # the seam's compile function (pickled by its qualified name)
 
 
 def _dtype(name: str) -> torch.dtype:
@@ -51,11 +52,9 @@ class LazyNeuronCallable:
         self._lock = threading.Lock()
 
     def _build(self):
-        from reference.backends.neuron import compile_fx_graph
-
         gm = pickle.loads(self._payload.graph)
         example = [torch.empty_strided(shape, stride, dtype=_dtype(dtype)) for dtype, shape, stride in self._payload.specs]
-        return compile_fx_graph(gm, example, self._payload.options, seam="neuron_libtorch")
+        return self._payload.rebuild(gm, example, self._payload.options, seam="neuron_libtorch")
 
     def __call__(self, *args):
         if self._compiled is None:
@@ -76,8 +75,13 @@ class NeuronPrecompileArtifact(BackendCacheArtifact):
         return LazyNeuronCallable(pickle.loads(self.content))
 
 
-def record(gm: torch.fx.GraphModule, example_inputs: list, options: Mapping[str, Any] | None) -> bool:
-    """Record the graph for PyTorch's precompile cache; False when it cannot be (a warning is logged)."""
+def record(
+    gm: torch.fx.GraphModule, example_inputs: list, options: Mapping[str, Any] | None, rebuild: Callable[..., Any]
+) -> bool:
+    """Record the graph for PyTorch's precompile cache; False when it cannot be (a warning is logged).
+
+    ``rebuild(gm, example_inputs, options, seam=)`` compiles the graph again when the artifact is
+    loaded: a module-level function, pickled by name."""
     backend_id = gm.meta.get("backend_id") if hasattr(gm, "meta") else None
     if not backend_id:
         return False
@@ -87,7 +91,7 @@ def record(gm: torch.fx.GraphModule, example_inputs: list, options: Mapping[str,
             if not isinstance(t, torch.Tensor):
                 raise TypeError(f"a {type(t).__name__} input")
             specs.append((str(t.dtype), tuple(int(s) for s in t.shape), tuple(int(s) for s in t.stride())))
-        payload = _Payload(pickle.dumps(gm), specs, dict(options or {}))
+        payload = _Payload(pickle.dumps(gm), specs, dict(options or {}), rebuild)
         content = pickle.dumps(payload)
     except Exception as exc:  # an unpicklable graph only loses the precompile shortcut
         log.warning("graph %s is not saved to the precompile cache: %s", backend_id, exc)

@@ -7,7 +7,7 @@ Keyed (:func:`create_hlo_cache_key`) on what the lowering reads and nothing else
   node metadata a lowering consumes (``HLO_KEY_META``: the collectives' ``replica_groups``);
 - the input specs (dtype, shape, stride);
 - the pass manager's identity (``FXPassManager.uuid()``), so changing a pass invalidates its output;
-- the tool versions plus a fingerprint of the lowering code itself.
+- the tool versions plus a fingerprint of the lowering code itself (passed in by the pipeline).
 
 One JSON file per key under ``TORCH_NEURONX_HLO_CACHE_DIR`` (``<key>.json``: the StableHLO text,
 its sha256, the input and output specs and the node count), published with a temporary name and
@@ -18,20 +18,19 @@ directory that cannot be written costs a warning, never the compile. The cache i
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import logging
 import os
 import warnings
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import torch
 
 from reference.cache.errors import CacheFallbackWarning
 from reference.cache.key import KEY_LENGTH, tool_versions
-from reference.core.specs import TensorSpec
-from reference.lowering.stablehlo import LoweredGraph
+from reference.core import env
+from reference.core.specs import LoweredGraph, TensorSpec
 
 log = logging.getLogger(__name__)
 
@@ -42,15 +41,6 @@ RECORD_VERSION = 1
 
 def _digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
-
-
-@functools.lru_cache(maxsize=1)
-def lowering_fingerprint() -> str:
-    """A digest of the lowering code (so an edited lowering never serves stale text)."""
-    from reference.lowering import stablehlo as lowering
-
-    with open(lowering.__file__, "rb") as fh:
-        return _digest(fh.read())[:16]
 
 
 def _tensor_digest(t: torch.Tensor) -> dict[str, Any]:
@@ -95,14 +85,17 @@ def create_hlo_cache_key(
     input_specs: Sequence[TensorSpec],
     pass_identity: str,
     versions: Mapping[str, str] | None = None,
+    *,
+    lowering: str = "",
 ) -> str:
-    """The HLO-cache key of an ATen graph: 32 hex characters."""
+    """The HLO-cache key of an ATen graph: 32 hex characters. ``lowering`` identifies the lowering
+    code (the pipeline passes :func:`reference.lowering.stablehlo.lowering_fingerprint`)."""
     doc = {
         "graph": graph_fingerprint(gm),
         "input_specs": [s.as_json() if hasattr(s, "as_json") else s for s in input_specs],
         "passes": pass_identity,
         "versions": dict(sorted((versions if versions is not None else tool_versions()).items())),
-        "lowering": lowering_fingerprint(),
+        "lowering": lowering,
     }
     return _digest(json.dumps(doc, sort_keys=True, separators=(",", ":")).encode())[:KEY_LENGTH]
 
@@ -129,8 +122,8 @@ class HloCache:
                 raise ValueError("the text does not match its checksum")
             return LoweredGraph(
                 hlo=rec["hlo"],
-                input_specs=tuple(TensorSpec(s["dtype"], tuple(s["shape"]), tuple(s["stride"])) for s in rec["input_specs"]),
-                output_specs=tuple(TensorSpec(s["dtype"], tuple(s["shape"]), tuple(s["stride"])) for s in rec["output_specs"]),
+                input_specs=tuple(TensorSpec.from_json(s) for s in rec["input_specs"]),
+                output_specs=tuple(TensorSpec.from_json(s) for s in rec["output_specs"]),
                 node_count=int(rec["node_count"]),
             )
         except FileNotFoundError:
@@ -172,32 +165,6 @@ class HloCache:
 
 def hlo_cache() -> HloCache | None:
     """The configured HLO cache, or ``None`` when caching is disabled."""
-    from reference.core import env
-
     if env.get(env.NEFF_DISABLE_CACHE):
         return None
     return HloCache(env.get(env.HLO_CACHE_DIR))
-
-
-def lower_cached(
-    aten_gm: torch.fx.GraphModule, *, graph_name: str, lower: Callable[..., LoweredGraph] | None = None
-) -> LoweredGraph:
-    """``lower(aten_gm, graph_name=)`` (default ``lower_to_stablehlo``) through the HLO cache."""
-    from reference.lowering.stablehlo import input_specs, lower_to_stablehlo
-    from reference.core.metrics import METRICS
-    from reference.fx_passes import get_default_pass_manager
-
-    lower = lower or lower_to_stablehlo
-    cache = hlo_cache()
-    if cache is None:
-        METRICS.bump("lowerings")
-        return lower(aten_gm, graph_name=graph_name)
-    key = create_hlo_cache_key(aten_gm, input_specs(aten_gm, graph_name), get_default_pass_manager().uuid())
-    hit = cache.get(key)
-    if hit is not None:
-        METRICS.bump("hlo_cache_hits")
-        return hit
-    METRICS.bump("lowerings")
-    lowered = lower(aten_gm, graph_name=graph_name)
-    cache.put(key, lowered)
-    return lowered

@@ -35,6 +35,9 @@ import json
 import re
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
+from reference.compiler.driver import compiler_version, host_identity, parse_compiler_args
+from reference.core.versions import __version__
+
 KEY_LENGTH = 32
 
 #: Component names, in the order the breakdown lists them.
@@ -123,7 +126,6 @@ def key_components(
     hlo_normalizer: Callable[[str], str] | None = None,
 ) -> dict[str, Any]:
     """The canonical, human-readable components that the key digests (the HLO as its sha256)."""
-    from reference.compiler.driver import parse_compiler_args
 
     if hlo_normalizer is not None:
         text = hlo.decode() if isinstance(hlo, (bytes, bytearray)) else hlo
@@ -180,20 +182,16 @@ def tool_versions() -> dict[str, str]:
 
     import torch
 
-    from reference.compiler.driver import compiler_version, host_identity
-
     def _ver(dist: str) -> str:
         try:
             return md.version(dist)
         except md.PackageNotFoundError:
             return "unknown"
 
-    import reference
-
     return {
         "torch": torch.__version__,
         "torch_mlir": _ver("torch-mlir"),
         "compiler": compiler_version(),
-        "reference": reference.__version__,
+        "reference": __version__,
         "host": host_identity(),
     }

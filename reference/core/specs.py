@@ -1,9 +1,9 @@
-"""The description of one tensor that the cache key, the metadata and the runtime share."""
+"""Data shared by every floor: the description of one tensor, and one graph as lowered text."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Mapping
 
 import torch
 
@@ -22,3 +22,18 @@ class TensorSpec:
 
     def as_json(self) -> dict[str, Any]:
         return {"dtype": self.dtype, "shape": list(self.shape), "stride": list(self.stride)}
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "TensorSpec":
+        """The inverse of :meth:`as_json` (the one reader of specs stored in metadata and records)."""
+        return cls(str(d["dtype"]), tuple(int(s) for s in d["shape"]), tuple(int(s) for s in d.get("stride", ())))
+
+
+@dataclass(frozen=True)
+class LoweredGraph:
+    """One graph as lowered text: the text is what the key hashes; the specs are its I/O."""
+
+    hlo: str
+    input_specs: tuple[TensorSpec, ...]
+    output_specs: tuple[TensorSpec, ...]
+    node_count: int

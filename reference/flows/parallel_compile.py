@@ -12,8 +12,10 @@ The deferred half of the parallel-trace flow. For every graph the capture seam s
    graph" belong) before anything compiles;
 3. computes each entry's cache key with ``create_cache_hash`` and compiles every distinct key once,
    ``workers`` at a time, each in a forked child, printing progress as each ends;
-4. publishes each artifact into the NEFF cache (``pipeline.build_artifact``), so an in-process
-   compile of the same graph with the same arguments is a cache hit afterwards.
+4. builds each entry through the pipeline (:func:`reference.pipeline.build`: a plain module, or
+   an SPMD program staged with its pieces and meshes) and publishes it into the NEFF cache, so an
+   in-process compile of the same graph with the same arguments is a cache hit afterwards, on
+   every rank of a sharded model.
 
 A graph that fails to compile is reported with its name, key and error after all others finished.
 """
@@ -22,14 +24,16 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from reference.cache.key import create_cache_hash
-from reference.backends.capture import StagedGraph, read_staged
+from reference.cache.staging import StagedGraph, read_staged
 from reference.compiler.scope import apply_platform_compiler_args
 from reference.core.errors import NeuronBackendError
 from reference.flows.forked import ChildOutcome, run_forked
+from reference.pipeline import build, cache_key, staged_key_policy, staged_lowering
+from reference.spmd.guards import check_staged_groups
 
 DEFAULT_TIMEOUT_S = 3600.0
 
@@ -90,8 +94,6 @@ def check_staged_graphs(groups: Mapping[str, Sequence[StagedGraph]]) -> None:
     over the entries whose hash directories record the ranks that staged them (multi-rank
     captures); it warns about per-rank splinters, and raises under ``NEURON_LIBTORCH_SPMD_STRICT=1``.
     """
-    from reference.spmd.guards import check_staged_groups
-
     check_staged_groups(groups)
 
 
@@ -103,9 +105,7 @@ def resolve_staged_args(entry: StagedGraph, base_compiler_args: Sequence[str] | 
 
 
 def _compile_in_child(entry: StagedGraph, args: list[str]) -> dict[str, Any]:
-    from reference.pipeline import build_artifact
-
-    built = build_artifact(entry.lowered(), args, graph_name=entry.graph_name)
+    built = build(staged_lowering(entry), args, graph_name=entry.graph_name, key_policy=staged_key_policy(entry))
     return {"key": built.key, "cache_hit": built.cache_hit, "compile_us": 0 if built.cache_hit else built.metadata.compile_time_us}
 
 
@@ -134,8 +134,6 @@ def parallel_compile(
     same key share one compile). Raises :class:`ParallelCompileError` if any graph failed (with
     ``raise_on_error``), after the others finished.
     """
-    import time
-
     start = time.monotonic()
     staged = read_staged(cache_dir)
     workers = workers or max(1, os.cpu_count() or 1)
@@ -149,7 +147,10 @@ def parallel_compile(
     by_key: dict[str, tuple[StagedGraph, list[str]]] = {}
     for entry in staged:
         args, source = resolve_staged_args(entry, base_compiler_args)
-        key = create_cache_hash(entry.hlo, args, entry.lowered().input_specs)
+        lowering = staged_lowering(entry)
+        key, _ = cache_key(
+            lowering.graph, args, replica_groups=lowering.replica_groups, key_policy=staged_key_policy(entry)
+        )
         records.append(CompiledGraphRecord(entry.graph_name, entry.key, key, args, source))
         by_key.setdefault(key, (entry, args))
 

@@ -20,6 +20,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
+from reference.backends.capture import CAPTURES, capture_backend, capture_dir, capture_to
 from reference.compiler.scope import scoped_compiler_args
 from reference.core.errors import NeuronBackendError
 from reference.flows.forked import ChildOutcome, run_forked
@@ -97,11 +98,9 @@ def _is_compiled(model: Any) -> bool:
     return isinstance(model, torch._dynamo.eval_frame.OptimizedModule) or hasattr(model, "_torchdynamo_orig_callable")
 
 
-def _trace_one(job: tuple, cache_dir: str, options: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+def _trace_one(job: tuple, cache_dir: str, options: Mapping[str, Any] | None, key_policy: str) -> list[dict[str, Any]]:
     """Runs in the child."""
     import torch
-
-    from reference.backends.capture import CAPTURES, capture_backend, capture_to
 
     torch.set_num_threads(1)
     torch._dynamo.reset()
@@ -109,7 +108,7 @@ def _trace_one(job: tuple, cache_dir: str, options: Mapping[str, Any] | None) ->
     model, kwargs = job[0], job[1]
     if not _is_compiled(model):
         model = torch.compile(model, backend=capture_backend, options=dict(options) if options else None, dynamic=False)
-    with capture_to(cache_dir), torch.no_grad():
+    with capture_to(cache_dir, key_policy=key_policy), torch.no_grad():
         if len(job) == 3:
             with scoped_compiler_args(job[2]):
                 model(**kwargs)
@@ -133,18 +132,18 @@ def parallel_trace(
     options: Mapping[str, Any] | None = None,
     raise_on_error: bool = True,
     on_done: Callable[[TraceResult], None] | None = None,
+    key_policy: str = "default",
 ) -> list[TraceResult]:
-    """Run every job in a forked child; stage the graphs under ``cache_dir``.
+    """Run every job in a forked child; stage the graphs under ``cache_dir``, keyed for the seam
+    that will serve them (``key_policy="native"``: the native seam's structure-and-shape key).
 
     Returns one :class:`TraceResult` per job, in job order. With ``raise_on_error`` (the default) a
     failed job raises :class:`ParallelTraceError` after all jobs have ended.
     """
-    from reference.backends.capture import capture_dir
-
     checked = validate_jobs(jobs)
     directory = os.path.abspath(os.fspath(cache_dir)) if cache_dir is not None else capture_dir()
     workers = workers or max(1, min(len(checked), os.cpu_count() or 1))
-    tasks = [(job_identity(i, job), (lambda job=job: _trace_one(job, directory, options))) for i, job in enumerate(checked)]
+    tasks = [(job_identity(i, job), (lambda job=job: _trace_one(job, directory, options, key_policy))) for i, job in enumerate(checked)]
 
     def to_result(i: int, o: ChildOutcome) -> TraceResult:
         if o.ok:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import torch
 
 from reference.fx_passes.base import FXPass
+from reference.spmd.passes import collective_replica_groups, rank_constant_check
 
 
 class CollectiveReplicaGroupsPass(FXPass):
@@ -28,8 +29,6 @@ class CollectiveReplicaGroupsPass(FXPass):
         return "CollectiveReplicaGroupsPass"
 
     def run(self, gm: torch.fx.GraphModule, **kwargs) -> torch.fx.GraphModule:
-        from reference.spmd.passes import collective_replica_groups
-
         return collective_replica_groups(gm, **kwargs)
 
 
@@ -43,6 +42,4 @@ class RankConstantCheckPass(FXPass):
         return "RankConstantCheckPass"
 
     def run(self, gm: torch.fx.GraphModule, **kwargs) -> torch.fx.GraphModule:
-        from reference.spmd.passes import rank_constant_check
-
         return rank_constant_check(gm, **kwargs)

@@ -21,6 +21,7 @@ import math
 import torch
 
 from reference.core import env
+from reference.lowering.stablehlo import decomposition_table
 
 SEQ_MULTIPLE = 2048
 KV_BLOCK = 512
@@ -83,8 +84,6 @@ def _nki_sdpa_decomposition(fallback):
 
 def decompositions() -> dict:
     """The decomposition table a compile uses, with the switch applied."""
-    from reference.lowering.stablehlo import decomposition_table
-
     table = decomposition_table()
     if not env.get(env.ENABLE_NKI_SDPA):
         return table

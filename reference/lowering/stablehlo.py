@@ -8,6 +8,7 @@ lines), and the module's function is always named ``main``.
 from __future__ import annotations
 
 import functools
+import hashlib
 import re
 from dataclasses import dataclass
 from typing import Any, Sequence
@@ -15,15 +16,7 @@ from typing import Any, Sequence
 import torch
 
 from reference.core.errors import LoweringError, UnsupportedInputError
-from reference.core.specs import TensorSpec
-
-
-@dataclass(frozen=True)
-class LoweredGraph:
-    hlo: str
-    input_specs: tuple[TensorSpec, ...]
-    output_specs: tuple[TensorSpec, ...]
-    node_count: int
+from reference.core.specs import LoweredGraph, TensorSpec
 
 
 @functools.lru_cache(maxsize=1)
@@ -152,3 +145,10 @@ def count_ops(hlo: str) -> dict[str, int]:
 
 def specs_of(tensors: Sequence[torch.Tensor]) -> tuple[TensorSpec, ...]:
     return tuple(TensorSpec.of(t) for t in tensors)
+
+
+@functools.lru_cache(maxsize=1)
+def lowering_fingerprint() -> str:
+    """A digest of this module's code: an edited lowering must never serve text cached by the old one."""
+    with open(__file__, "rb") as fh:
+        return hashlib.sha256(fh.read()).hexdigest()[:16]

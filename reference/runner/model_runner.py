@@ -25,6 +25,7 @@ from reference.compiler.scope import scoped_compiler_args
 from reference.compiler.driver import parse_compiler_args
 from reference.core.errors import CompilerArgumentError, NeuronBackendError
 from reference.runner.compiler_args_ctx import with_optimization_level
+from reference.spmd.rank import rank_tensor
 
 #: Graph types a compile site may name (``None`` is an untagged graph).
 GRAPH_TYPES = ("prefill", "decode", "encoder", "jf", "spec_verify")
@@ -192,8 +193,6 @@ def _thread_rank(model: torch.nn.Module, compiled: Callable) -> Callable:
         takes_rank = False
     if not takes_rank:
         return compiled
-    from reference.spmd.rank import rank_tensor
-
     def call(*args: Any, **kwargs: Any) -> Any:
         kwargs.setdefault("rank", rank_tensor())
         return compiled(*args, **kwargs)

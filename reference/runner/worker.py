@@ -2,7 +2,8 @@
 
 The worker resolves each graph's arguments *before* the fork and rides them on the job as its third
 element; ``parallel_trace`` opens the scope from it in the child. The native path keeps two-element
-jobs (it resolves in-process instead).
+jobs (it resolves in-process instead): the plain model, which ``parallel_trace`` captures under the
+native seam's key, so the native seam serves the built graphs from the cache.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import os
 from typing import Any, Sequence
 
+from reference.flows import parallel_compile, parallel_trace
 from reference.runner.model_runner import NeuronModelRunner
 
 
@@ -26,7 +28,8 @@ class NeuronWorker:
         if graph_type == "encoder":
             kwargs = {"pixels": kwargs["pixels"]}
         if runner.mode == "native":
-            return target_model, kwargs
+            # the plain model: parallel_trace compiles it with the capture seam, keyed natively
+            return runner.model, kwargs
         compiler_args = runner.resolve_graph_compiler_args(graph_type)
         return target_model, kwargs, compiler_args
 
@@ -37,8 +40,11 @@ class NeuronWorker:
         self, cache_dir: str | os.PathLike, graph_types: Sequence[str | None], *, workers: int = 2, timeout: float | None = None
     ):
         """Trace every graph type into ``cache_dir`` in forked children, then build them in parallel."""
-        from reference.flows import parallel_compile, parallel_trace
-
-        parallel_trace(self.trace_jobs(graph_types), cache_dir=cache_dir, workers=workers, timeout=timeout)
-        base = self.model_runner.compile_options.get("compiler_args")
+        runner = self.model_runner
+        native = runner.mode == "native"
+        parallel_trace(
+            self.trace_jobs(graph_types), cache_dir=cache_dir, workers=workers, timeout=timeout,
+            options=runner.compile_options if native else None, key_policy="native" if native else "default",
+        )
+        base = runner.compile_options.get("compiler_args")
         return parallel_compile(cache_dir, workers=workers, base_compiler_args=base, timeout=timeout)

@@ -54,6 +54,12 @@ def is_collective(node: torch.fx.Node) -> bool:
     return collective_kind(node) is not None
 
 
+def has_collectives(gm: torch.fx.GraphModule) -> bool:
+    """Whether the graph calls any ``_c10d_functional`` op: such a graph is lowered as an SPMD
+    program (split at its collectives), never as one plain StableHLO module."""
+    return any(_op_name(node) is not None for node in gm.graph.nodes)
+
+
 def group_name_of(node: torch.fx.Node) -> str:
     if "group_name" in node.kwargs:
         return str(node.kwargs["group_name"])

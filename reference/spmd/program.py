@@ -29,9 +29,11 @@ import torch
 
 from reference.compiler.driver import CompilerDriver
 from reference.core.errors import LoweringError, NEFFExecutionError
-from reference.core.specs import TensorSpec
-from reference.lowering.stablehlo import LoweredGraph, _flatten, lower_to_stablehlo, output_specs as _output_specs
+from reference.core.metrics import METRICS
+from reference.core.specs import LoweredGraph, TensorSpec
+from reference.lowering.stablehlo import _flatten, lower_to_stablehlo, output_specs as _output_specs
 from reference.spmd.collectives import annotate_replica_groups, collective_info, is_collective, is_wait
+from reference.runtime import LoadedArtifact
 from reference.spmd.mesh import MESH_REGISTRY
 
 BUNDLE_MAGIC = b"NEURON-SPMD-PROGRAM-1\n"
@@ -76,6 +78,51 @@ class SPMDProgram:
 
     def manifest(self) -> dict:
         return {"graph_name": self.graph_name, "steps": self.steps, "inputs": self.inputs, "outputs": self.outputs}
+
+    def to_json(self) -> dict:
+        """Everything but the whole-program text (staged beside it): enough to build the bundle
+        later, in another process, without the graph."""
+        return {
+            **self.manifest(),
+            "pieces": [_lowered_json(p) for p in self.pieces],
+            "input_specs": [s.as_json() for s in self.input_specs],
+            "output_specs": [s.as_json() for s in self.output_specs],
+            "node_count": self.node_count,
+            "collectives": self.collectives,
+        }
+
+    @classmethod
+    def from_json(cls, doc: dict, text: str) -> "SPMDProgram":
+        return cls(
+            graph_name=doc["graph_name"],
+            text=text,
+            pieces=[_lowered_from_json(p) for p in doc["pieces"]],
+            steps=doc["steps"],
+            inputs=doc["inputs"],
+            outputs=doc["outputs"],
+            input_specs=tuple(TensorSpec.from_json(s) for s in doc["input_specs"]),
+            output_specs=tuple(TensorSpec.from_json(s) for s in doc["output_specs"]),
+            node_count=int(doc["node_count"]),
+            collectives=doc["collectives"],
+        )
+
+
+def _lowered_json(g: LoweredGraph) -> dict:
+    return {
+        "hlo": g.hlo,
+        "input_specs": [s.as_json() for s in g.input_specs],
+        "output_specs": [s.as_json() for s in g.output_specs],
+        "node_count": g.node_count,
+    }
+
+
+def _lowered_from_json(d: dict) -> LoweredGraph:
+    return LoweredGraph(
+        d["hlo"],
+        tuple(TensorSpec.from_json(s) for s in d["input_specs"]),
+        tuple(TensorSpec.from_json(s) for s in d["output_specs"]),
+        int(d["node_count"]),
+    )
 
 
 def _resolve(node: torch.fx.Node) -> torch.fx.Node:
@@ -401,8 +448,6 @@ class ProgramCompiler:
         self.driver = driver or CompilerDriver()
 
     def compile(self, hlo: str, compiler_args: Sequence[str], *, graph_name: str):
-        from reference.core.metrics import METRICS
-
         start = time.perf_counter()
         binaries = []
         for i, piece in enumerate(self.program.pieces):
@@ -435,8 +480,6 @@ class LoadedProgram:
     """
 
     def __init__(self, blob: bytes, *, graph_name: str, pieces: Sequence[LoweredGraph] = ()) -> None:
-        from reference.runtime import LoadedArtifact
-
         self.graph_name = graph_name
         self.manifest, binaries = unpack_bundle(blob)
         self._pieces = [
@@ -464,94 +507,3 @@ class LoadedProgram:
                 y = _COLLECTIVE_OPS[step["op"]](x, step, group.group_name)
                 env[step["results"][0]] = torch.ops._c10d_functional.wait_tensor(y)
         return [env[o] if o is not None else None for o in m["outputs"]]
-
-
-def compile_spmd_graph(
-    aten_gm: torch.fx.GraphModule,
-    *,
-    graph_name: str,
-    compiler_args: Sequence[str],
-    model_name: str,
-    fx_passes_us: int = 0,
-):
-    """The pipeline's path for a graph with collectives: lower the program, build (or fetch) its
-    bundle under the program's key, load it."""
-    from reference.core import env as _env
-    from reference.pipeline import CompiledGraph, build_artifact, record_graph_metrics
-
-    start = time.perf_counter()
-    program = lower_program(aten_gm, graph_name=graph_name)
-    lower_us = int((time.perf_counter() - start) * 1e6)
-    built = build_artifact(
-        program.lowered(), compiler_args, graph_name=graph_name, driver=ProgramCompiler(program),
-        replica_groups=program.replica_groups(),
-    )
-    record_graph_metrics(
-        built, model_name=model_name, collectives=True, node_count=program.node_count,
-        fx_passes_us=fx_passes_us, lower_us=lower_us,
-    )
-    if _env.get(_env.COMPILE_ONLY):
-        compiled = CompiledGraph(built, None, aten_gm)
-    else:
-        compiled = CompiledGraph(built, LoadedProgram(built.artifact, graph_name=graph_name, pieces=program.pieces), aten_gm)
-    compiled.program = program
-    compiled.hlo = program.text  # what the debug directory shows: the whole program
-    return compiled
-
-
-def lower_texts(model, args: tuple, kwargs: dict | None = None, options=None) -> list[str]:
-    """The keyed text of every graph of ``model(*args, **kwargs)``: the whole-program text for a
-    graph with collectives, the StableHLO module otherwise. Runs the model eagerly; compiles nothing."""
-    from reference.backends.neuron import run_with_handler
-    from reference.pipeline import has_collectives
-
-    texts: list[str] = []
-
-    def handler(aten_gm, *, graph_name, **_):
-        if has_collectives(aten_gm):
-            texts.append(lower_program(aten_gm, graph_name=graph_name).text)
-        else:
-            texts.append(lower_to_stablehlo(aten_gm, graph_name=graph_name).hlo)
-        return aten_gm
-
-    run_with_handler(model, args, handler, seam="lower", kwargs=kwargs, options=options)
-    return texts
-
-
-def build_only(model, args: tuple, kwargs: dict | None = None, options=None, stats: dict | None = None) -> dict[str, str]:
-    """Trace, lower and build (or fetch) the artifact of every graph of ``model(*args, **kwargs)``
-    without running anything: no collective is executed, so one rank can build a multi-rank
-    program alone. Returns ``{graph name: key}``. The call's outputs are zeros. ``stats``, when
-    given, receives ``lower_s`` (splitting and lowering) and ``build_s`` (cache lookup, waiting on
-    the key's lock, compiling)."""
-    from reference.backends.neuron import run_with_handler
-    from reference.pipeline import build_artifact, has_collectives
-
-    keys: dict[str, str] = {}
-
-    timings = stats if stats is not None else {}
-    timings.setdefault("lower_s", 0.0)
-    timings.setdefault("build_s", 0.0)
-
-    def handler(aten_gm, *, graph_name, compiler_args, **_):
-        t0 = time.perf_counter()
-        if has_collectives(aten_gm):
-            program = lower_program(aten_gm, graph_name=graph_name)
-            lowered, driver, specs = program.lowered(), ProgramCompiler(program), program.output_specs
-            groups = program.replica_groups()
-        else:
-            lowered = lower_to_stablehlo(aten_gm, graph_name=graph_name)
-            driver, specs, groups = None, lowered.output_specs, None
-        t1 = time.perf_counter()
-        built = build_artifact(lowered, compiler_args, graph_name=graph_name, driver=driver, replica_groups=groups)
-        timings["lower_s"] += t1 - t0
-        timings["build_s"] += time.perf_counter() - t1
-        keys[graph_name] = built.key
-
-        def zeros(*_args):
-            return [torch.zeros(s.shape, dtype=getattr(torch, s.dtype)) for s in specs]
-
-        return zeros
-
-    run_with_handler(model, args, handler, seam="build_only", kwargs=kwargs, options=options)
-    return keys

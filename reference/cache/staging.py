@@ -1,0 +1,109 @@
+"""The staging store: graphs captured for the deferred flow, waiting for ``parallel_compile``.
+
+One directory per cache key under the capture directory: ``graph.hlo`` (the keyed text),
+``metadata.json`` (:class:`~reference.core.schema.ArtifactMetadata`, ``stage="captured"``) and, for
+a graph with collectives, ``program.json`` (the SPMD program's pieces and steps, so the bundle can
+be built in another process without the graph). An entry is published whole (a temporary
+directory renamed into place): a reader sees no entry or a complete one. The store takes and
+returns data; the key and the metadata come from the pipeline.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from reference.core.schema import ArtifactMetadata, MetadataError
+from reference.core.specs import LoweredGraph, TensorSpec
+
+HLO_FILE = "graph.hlo"
+METADATA_FILE = "metadata.json"
+PROGRAM_FILE = "program.json"
+
+
+@dataclass(frozen=True)
+class StagedGraph:
+    """One staged entry, as ``parallel_compile`` reads it back. ``program`` is the SPMD program's
+    document (``None`` for a graph without collectives)."""
+
+    key: str
+    path: str
+    metadata: ArtifactMetadata
+    hlo: str
+    program: dict[str, Any] | None = None
+
+    @property
+    def graph_name(self) -> str:
+        return self.metadata.graph_name
+
+    def lowered(self) -> LoweredGraph:
+        return LoweredGraph(
+            self.hlo,
+            tuple(TensorSpec.from_json(s) for s in self.metadata.input_specs),
+            tuple(TensorSpec.from_json(s) for s in self.metadata.output_specs),
+            int(self.metadata.extra.get("node_count", 0)),
+        )
+
+
+def write_staged(directory: str, meta: ArtifactMetadata, text: str, program: dict[str, Any] | None = None) -> StagedGraph:
+    """Publish one entry under ``<directory>/<meta.cache_key>`` unless it is there already (the
+    same key means the same content) and return it."""
+    directory = os.path.abspath(directory)
+    key = meta.cache_key
+    final = os.path.join(directory, key)
+    if not os.path.isfile(os.path.join(final, METADATA_FILE)):
+        os.makedirs(directory, exist_ok=True)
+        tmp = os.path.join(directory, f".tmp-{key}-{uuid.uuid4().hex}")
+        os.makedirs(tmp)
+        try:
+            with open(os.path.join(tmp, HLO_FILE), "w", encoding="utf-8") as fh:
+                fh.write(text)
+            if program is not None:
+                with open(os.path.join(tmp, PROGRAM_FILE), "w", encoding="utf-8") as fh:
+                    json.dump(program, fh, sort_keys=True)
+            with open(os.path.join(tmp, METADATA_FILE), "w", encoding="utf-8") as fh:
+                fh.write(meta.to_json())
+            try:
+                os.rename(tmp, final)
+            except OSError:
+                pass  # published by someone else meanwhile: same key, same content
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return StagedGraph(key, final, meta, text, program)
+
+
+def read_staged(directory: str | os.PathLike) -> list[StagedGraph]:
+    """Every staged entry under ``directory``, sorted by key; entries of any known schema version.
+
+    Raises :class:`MetadataError` naming the file for a document that cannot be read.
+    """
+    directory = os.fspath(directory)
+    if not os.path.isdir(directory):
+        return []
+    out: list[StagedGraph] = []
+    for name in sorted(os.listdir(directory)):
+        path = os.path.join(directory, name)
+        meta_path = os.path.join(path, METADATA_FILE)
+        if name.startswith(".") or not os.path.isfile(meta_path):
+            continue
+        with open(meta_path, encoding="utf-8") as fh:
+            meta = ArtifactMetadata.from_json(fh.read(), source=meta_path)
+        if meta.stage != "captured":
+            continue
+        hlo_path = os.path.join(path, meta.hlo_file or HLO_FILE)
+        program_path = os.path.join(path, PROGRAM_FILE)
+        try:
+            with open(hlo_path, encoding="utf-8") as fh:
+                hlo = fh.read()
+            program = None
+            if meta.has_collectives and os.path.isfile(program_path):
+                with open(program_path, encoding="utf-8") as fh:
+                    program = json.load(fh)
+        except (OSError, ValueError) as exc:
+            raise MetadataError(f"{meta_path}: its staged files cannot be read ({exc})") from None
+        out.append(StagedGraph(meta.cache_key, path, meta, hlo, program))
+    return out
