@@ -25,6 +25,7 @@ conformance: $(STAMP)
 
 # Everything CI checks: unit tests and the conformance suite, in parallel, with coverage.
 test: $(STAMP)
+	$(VENV)/bin/lint-imports
 	$(PY) -m pytest -n $(JOBS) --durations=25 --cov --cov-report=term --cov-report=xml:reports/coverage.xml
 
 # The strict SPMD lane: the guard rails raise instead of warning.
