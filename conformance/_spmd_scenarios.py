@@ -194,7 +194,89 @@ def layers(impl, rank, world):
     }
 
 
+@contextmanager
+def _environ(values: dict[str, str]):
+    old = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def _shared_dir() -> str:
+    """A fresh directory every rank sees (made by rank 0, its path broadcast)."""
+    import tempfile
+
+    box = [tempfile.mkdtemp(prefix="spmd-deferred-") if dist.get_rank() == 0 else None]
+    dist.broadcast_object_list(box, src=0)
+    return str(box[0])
+
+
+def _capture_everywhere(impl: Implementation, rank: int, world: int, mode: str, staged: str) -> None:
+    from neuron_fixtures.spmd import sharded_decoder
+
+    group = impl.spmd_process_group(_contiguous(world, world))
+    sharded, _, local, _ = sharded_decoder(rank, world, group, mode=mode)
+    impl.reset()
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the MPMD twin's rank constants warn here; the check below is the subject
+        impl.capture(sharded, cache_dir=staged)(*local, rank=impl.spmd_rank_tensor(rank))
+    dist.barrier()
+
+
+def _compile_once(impl: Implementation, staged: str, strict: str) -> dict[str, Any]:
+    """Rank 0 builds every staged graph (under the strict flag given); the others wait."""
+    result: dict[str, Any] = {}
+    if dist.get_rank() == 0:
+        with _strict(strict):
+            try:
+                result["graphs"] = impl.parallel_compile(staged, workers=2)
+                result["raised"] = None
+            except impl.spmd_violation_errors() as exc:
+                result["raised"] = f"{type(exc).__name__}: {exc}"
+    box = [result]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
+
+
+def deferred_decoder(impl, rank, world):
+    """The deferred flow on the sharded decoder (TP + EP): capture on every rank, build once, serve
+    on every rank from the cache with a miss being an error; then the MPMD twin, captured the same
+    way, which the single-artifact check must refuse under the strict flag."""
+    from neuron_fixtures.spmd import sharded_decoder
+
+    root = _shared_dir()
+    spmd_dir, mpmd_dir = os.path.join(root, "staged-spmd"), os.path.join(root, "staged-mpmd")
+    with _environ(dict(impl.cache_env(os.path.join(root, "caches")))):
+        _capture_everywhere(impl, rank, world, "spmd", spmd_dir)
+        built = _compile_once(impl, spmd_dir, strict="1")
+        group = impl.spmd_process_group(_contiguous(world, world))
+        sharded, dense, local, full = sharded_decoder(rank, world, group, mode="spmd")
+        impl.reset()
+        before = impl.spmd_compile_stats()
+        with _environ({"NEURON_LIBTORCH_ASSERT_CACHE_HIT": "1"}), torch.no_grad():
+            out = impl.compile(sharded)(*local, rank=impl.spmd_rank_tensor(rank))
+            expected = dense(*full)
+        after = impl.spmd_compile_stats()
+        _capture_everywhere(impl, rank, world, "mpmd", mpmd_dir)
+        twin = _compile_once(impl, mpmd_dir, strict="1")
+    return {
+        "built": built,
+        "out": out,
+        "expected": expected,
+        "served_graphs": _new_graphs(before, after),
+        "invocations": after["compiler_invocations"] - before["compiler_invocations"],
+        "twin": twin,
+    }
+
+
 SCENARIOS: dict[str, Callable[[Implementation, int, int], dict]] = {
+    "deferred_decoder": deferred_decoder,
     "decoder_spmd": decoder_spmd,
     "decoder_mpmd_default": decoder_mpmd_default,
     "decoder_mpmd_strict": decoder_mpmd_strict,

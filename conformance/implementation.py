@@ -226,6 +226,12 @@ class Implementation:
         A malformed job raises before anything runs."""
         raise NotSupported("parallel_trace")
 
+    def capture(self, model: Callable, *, cache_dir: str) -> Callable:
+        """``model`` compiled with the capture seam: calling the result runs the model (eagerly) and
+        stages its graphs under ``cache_dir`` for :meth:`parallel_compile`, in this process (so a
+        sharded model's collectives run on this rank's process group)."""
+        raise NotSupported("capture seam in-process")
+
     def parallel_compile(
         self, cache_dir: str, *, workers: int = 2, base_compiler_args: Sequence[str] | None = None
     ) -> list[dict]:

@@ -26,8 +26,8 @@ from conformance.tolerances import assert_close
 # One launch per world size per module: under xdist keep the module on one worker (--dist loadgroup).
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("spmd_ranks")]
 
-SCENARIOS_2 = ["decoder_spmd", "decoder_mpmd_default", "decoder_mpmd_strict", "collectives", "layers"]
-SCENARIOS_4 = ["decoder_spmd", "collectives"]
+SCENARIOS_2 = ["decoder_spmd", "decoder_mpmd_default", "decoder_mpmd_strict", "collectives", "layers", "deferred_decoder"]
+SCENARIOS_4 = ["decoder_spmd", "collectives", "deferred_decoder"]
 SCENARIOS_8 = ["collectives"]
 LAUNCH_TIMEOUT = 900.0
 
@@ -226,3 +226,31 @@ def test_static_slice_twin_is_caught_by_the_single_artifact_check(impl, world2):
     staged = _staged(twins)
     with pytest.raises(impl.spmd_violation_errors()):
         impl.check_single_artifact(staged, strict=True)
+
+
+# --- the deferred flow on a sharded model --------------------------------------------------------
+
+@pytest.mark.parametrize("world", [2, 4])
+def test_deferred_flow_serves_every_rank_of_the_sharded_decoder_from_the_cache(worlds, world):
+    """Capture the TP + EP decoder on every rank, build the staged graphs once, then serve every
+    rank with a cache miss being an error: the outputs equal the unsharded model's, and nothing
+    compiles while serving. The build saw one artifact per graph for the whole world, so the
+    single-artifact check passed it under the strict flag."""
+    per_rank = scenario(worlds(world), "deferred_decoder")
+    built = per_rank[0]["built"]
+    assert built["raised"] is None, built["raised"]
+    graphs = built["graphs"]
+    assert graphs and all(g["ok"] for g in graphs), graphs
+    distinct = {g["cache_key"] for g in graphs}
+    assert len(graphs) == len(distinct), "every rank staged the same key for a graph: one entry each"
+    for rank, res in enumerate(per_rank):
+        assert_close(res["out"], res["expected"], what=f"rank {rank} of {world}: prefill logits served from the cache")
+        assert res["invocations"] == 0, f"rank {rank} compiled while serving"
+        assert set(res["served_graphs"].values()) <= distinct, f"rank {rank} served a key the build did not make"
+
+
+def test_deferred_flow_refuses_the_mpmd_twin_under_strict(world2):
+    """The same flow on the MPMD twin stages one entry per rank for each graph; the build's
+    single-artifact check names them and raises under NEURON_LIBTORCH_SPMD_STRICT=1."""
+    twin = scenario(world2, "deferred_decoder")[0]["twin"]
+    assert twin["raised"] is not None, "the per-rank entries of the MPMD twin were built without complaint"
