@@ -22,6 +22,7 @@ import tempfile
 import threading
 
 from reference.core import env
+from reference.core.atomic import write_atomic
 from reference.core.errors import EnvVarError
 
 
@@ -54,10 +55,7 @@ class DebugArtifacts:
         if artifact is not None:
             files["artifact.vmfb"] = artifact
         for name, data in files.items():
-            tmp = os.path.join(folder, f".{name}.{os.getpid()}.tmp")
-            with open(tmp, "wb") as f:
-                f.write(data)
-            os.replace(tmp, os.path.join(folder, name))
+            write_atomic(os.path.join(folder, name), data)
         if created:  # only what this process created is its to remove
             with self._lock:
                 self._written.add(folder)

@@ -25,6 +25,7 @@ import time
 from typing import Any
 
 from reference.cache.errors import RecordedCompileFailure
+from reference.core.atomic import write_atomic
 
 MAX_ATTEMPTS = 3
 COOLDOWN_S = 600.0
@@ -76,10 +77,7 @@ class FailureRecords:
             pid=os.getpid(),
         )
         os.makedirs(self.root, exist_ok=True)
-        tmp = f"{self.path(key)}.{os.getpid()}.tmp"
-        with open(tmp, "w", encoding="utf-8") as fh:
-            json.dump(rec, fh, indent=2, sort_keys=True)
-        os.replace(tmp, self.path(key))
+        write_atomic(self.path(key), json.dumps(rec, indent=2, sort_keys=True))
         return rec
 
     def clear(self, key: str) -> None:

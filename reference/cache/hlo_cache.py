@@ -10,9 +10,9 @@ Keyed (:func:`create_hlo_cache_key`) on what the lowering reads and nothing else
 - the tool versions plus a fingerprint of the lowering code itself (passed in by the pipeline).
 
 One JSON file per key under ``TORCH_NEURONX_HLO_CACHE_DIR`` (``<key>.json``: the StableHLO text,
-its sha256, the input and output specs and the node count), published with a temporary name and
-``os.replace``. A record whose text does not match its checksum is ignored and replaced. A cache
-directory that cannot be written costs a warning, never the compile. The cache is off when
+its sha256, the input and output specs and the node count), published atomically
+(:func:`reference.core.atomic.write_atomic`). A record whose text does not match its checksum is
+ignored and replaced. A cache directory that cannot be written costs a warning, never the compile. The cache is off when
 ``TORCH_NEURONX_NEFF_DISABLE_CACHE`` is set (every compile then runs fresh, writing nothing).
 """
 
@@ -30,6 +30,7 @@ import torch
 from reference.cache.errors import CacheFallbackWarning
 from reference.cache.key import KEY_LENGTH, tool_versions
 from reference.core import env
+from reference.core.atomic import write_atomic
 from reference.core.specs import LoweredGraph, TensorSpec
 
 log = logging.getLogger(__name__)
@@ -143,20 +144,11 @@ class HloCache:
             "output_specs": [s.as_json() for s in lowered.output_specs],
             "node_count": lowered.node_count,
         }
-        tmp = os.path.join(self.root, f".tmp-{key}-{os.getpid()}")
         try:
             os.makedirs(self.root, exist_ok=True)
-            with open(tmp, "w", encoding="utf-8") as fh:
-                json.dump(rec, fh)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, self.path(key))
+            write_atomic(self.path(key), json.dumps(rec), fsync=True)
             return True
         except OSError as exc:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
             msg = f"the HLO cache at {self.root} could not be written ({exc}); continuing without it"
             warnings.warn(msg, CacheFallbackWarning, stacklevel=2)
             log.warning(msg)

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 
 from reference.cache.errors import CacheFallbackWarning, CacheLockTimeoutError, CacheWriteError
 from reference.cache.failures import FailureRecords
+from reference.core.atomic import write_atomic
 from reference.core.schema import ArtifactMetadata, MetadataError
 
 log = logging.getLogger(__name__)
@@ -255,7 +256,7 @@ class NeffCache:
         holder = self.holder_path(key)
         record = {"pid": os.getpid(), "host": socket.gethostname(), "key": key, "graph_name": graph_name, "since": time.time()}
         try:
-            _atomic_write_text(holder, json.dumps(record))
+            write_atomic(holder, json.dumps(record))
         except OSError:
             pass  # the holder note is for error messages only
         return CompileLock(lock, holder)
@@ -313,15 +314,3 @@ def _fsync_dir(path: str) -> None:
         pass
     finally:
         os.close(fd)
-
-
-def _atomic_write_text(path: str, text: str) -> None:
-    tmp = f"{path}.{os.getpid()}.{next(_counter)}.tmp"
-    try:
-        with open(tmp, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except OSError:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
