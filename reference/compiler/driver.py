@@ -35,13 +35,17 @@ from typing import Iterable, Sequence
 from reference.core.errors import CompilerArgumentError, NEFFCompilationError
 
 DEFAULT_OPTLEVEL = 1
+#: The optimization levels, and their short flags: the one -O grammar (the runner's
+#: with_optimization_level rewrites lists with these too).
+OPT_LEVELS = ("1", "2", "3")
+OPT_SHORT = {f"-O{v}": v for v in OPT_LEVELS}
 DEFAULT_TARGET = "trn2"
 TARGETS = ("trn1", "inf2", "trn2", "trn3")
 
 # flag -> accepted values (None: bare flag; (): any non-empty value)
 _VALUED: dict[str, tuple[str, ...]] = {
     "--target": TARGETS,
-    "--optlevel": ("1", "2", "3"),
+    "--optlevel": OPT_LEVELS,
     "--lnc": ("1", "2"),
     "--logical-nc-config": ("1", "2"),
     "--model-type": ("generic", "transformer", "unet-inference"),
@@ -64,11 +68,10 @@ _BARE = frozenset(
         "--experimental-unsafe-fp8e4m3fn-as-fp8e4m3",
     }
 )
-_OPT_SHORT = {"-O1": "1", "-O2": "2", "-O3": "3"}
 
 
 def known_flags() -> list[str]:
-    return sorted([*_VALUED, *_BARE, *_OPT_SHORT])
+    return sorted([*_VALUED, *_BARE, *OPT_SHORT])
 
 
 def split_args(args: str | Iterable[str] | None) -> list[str]:
@@ -104,11 +107,11 @@ def parse_compiler_args(args: str | Iterable[str] | None) -> list[tuple[str, str
     while i < len(tokens):
         tok = tokens[i]
         i += 1
-        if tok in _OPT_SHORT:
-            pairs.append(("-O", _OPT_SHORT[tok]))
+        if tok in OPT_SHORT:
+            pairs.append(("-O", OPT_SHORT[tok]))
             continue
         if tok.startswith("-O") and not tok.startswith("--"):
-            raise CompilerArgumentError(tok, "unknown optimization level", accepted="-O1, -O2, -O3")
+            raise CompilerArgumentError(tok, "unknown optimization level", accepted=", ".join(OPT_SHORT))
         if tok in _BARE:
             pairs.append((tok, None))
             continue

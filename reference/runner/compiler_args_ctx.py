@@ -12,16 +12,15 @@ from __future__ import annotations
 import shlex
 from typing import Iterable
 
-from reference.compiler.driver import parse_compiler_args
+from reference.compiler.driver import OPT_LEVELS, OPT_SHORT, parse_compiler_args
 from reference.core.errors import CompilerArgumentError
 
-LEVELS = (1, 2, 3)
-_SHORT = {"-O1", "-O2", "-O3"}
+LEVELS = tuple(int(v) for v in OPT_LEVELS)
 
 
 def _level_token(token: str) -> bool:
     """A token that states a level on its own (``-O3``, ``--optlevel=3``)."""
-    return token in _SHORT or token.startswith("--optlevel=") or (token.startswith("-O") and not token.startswith("--"))
+    return token in OPT_SHORT or token.startswith("--optlevel=") or (token.startswith("-O") and not token.startswith("--"))
 
 
 def with_optimization_level(args: Iterable[str] | None, level: int) -> list[str]:
@@ -32,7 +31,7 @@ def with_optimization_level(args: Iterable[str] | None, level: int) -> list[str]
     a string. ``args`` itself is never modified.
     """
     if isinstance(level, bool) or not isinstance(level, int) or level not in LEVELS:
-        raise CompilerArgumentError("-O", f"optimization level {level!r} is not valid", accepted="1, 2, 3")
+        raise CompilerArgumentError("-O", f"optimization level {level!r} is not valid", accepted=", ".join(OPT_LEVELS))
     if isinstance(args, str):
         args = [args]
     items = list(args or [])
@@ -65,8 +64,8 @@ def with_optimization_level(args: Iterable[str] | None, level: int) -> list[str]
             elif tok.startswith("--optlevel="):
                 _check_value(tok.partition("=")[2], item)
             elif tok.startswith("-O") and not tok.startswith("--"):
-                if tok not in _SHORT:
-                    raise CompilerArgumentError(tok, "unknown optimization level", accepted="-O1, -O2, -O3")
+                if tok not in OPT_SHORT:
+                    raise CompilerArgumentError(tok, "unknown optimization level", accepted=", ".join(OPT_SHORT))
             else:
                 kept.append(tok)
                 continue
@@ -78,15 +77,15 @@ def with_optimization_level(args: Iterable[str] | None, level: int) -> list[str]
         elif kept:
             out.append(" ".join(shlex.quote(t) for t in kept))
     if skip_value:
-        raise CompilerArgumentError("--optlevel", "expects a value", accepted="1|2|3")
+        raise CompilerArgumentError("--optlevel", "expects a value", accepted="|".join(OPT_LEVELS))
     if not placed:
         out.append(new)
     return out
 
 
 def _check_value(value: str, item: str) -> None:
-    if value not in ("1", "2", "3"):
-        raise CompilerArgumentError("--optlevel", f"value {value!r} is not accepted (in {item!r})", accepted="1|2|3")
+    if value not in OPT_LEVELS:
+        raise CompilerArgumentError("--optlevel", f"value {value!r} is not accepted (in {item!r})", accepted="|".join(OPT_LEVELS))
 
 
 def optimization_level(args: Iterable[str] | None) -> int | None:
