@@ -40,8 +40,12 @@ def test_explicit_level_wins_and_disables_the_policy():
 def test_model_without_policy_keeps_base():
     import torch
 
-    r = NeuronModelRunner(torch.nn.Linear(2, 2), compiler_args=BASE).load_model()
+    model = torch.nn.Linear(2, 2)
+    before = dict(vars(model))
+    r = NeuronModelRunner(model, compiler_args=BASE).load_model()
     assert not r.per_graph_compiler_args and r.resolve_graph_compiler_args("decode") is None
+    added = set(vars(model)) - set(before) - {"_is_torch_compile"}  # the last is torch.compile's own mark
+    assert not added, f"the runner set {sorted(added)} on a user's model"
 
 
 def test_model_encoder_scope_uses_stamped_base():

@@ -108,11 +108,11 @@ class NeuronModelRunner:
         per_graph = not opt_level_explicit and policy is not None
         self._per_graph_compiler_args = per_graph
         self._compiler_args_policy = policy if per_graph else None
-        if per_graph:
-            # the model's own in-process sites (the encoder) resolve from these
-            self.model._neuron_base_compiler_args = list(base)
-        else:
-            self.model._neuron_base_compiler_args = None
+        # A model whose own in-process sites (the encoder) resolve from the base arguments declares
+        # set_base_compiler_args; the runner calls it and sets nothing else on the user's model.
+        setter = getattr(self.model, "set_base_compiler_args", None)
+        if callable(setter):
+            setter(list(base) if per_graph else None)
         self.compiled_model = torch.compile(
             self.model, backend=BACKENDS[self.mode], options=self.compile_options, dynamic=False
         )
