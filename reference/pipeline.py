@@ -344,7 +344,9 @@ def stage(
     key, breakdown = cache_key(
         lowering.graph, compiler_args, replica_groups=lowering.replica_groups, key_policy=key_policy
     )
-    extra: dict[str, Any] = {"node_count": lowering.graph.node_count, "key_policy": key_policy.name}
+    extra: dict[str, Any] = {"node_count": lowering.graph.node_count}
+    if key_policy.name != DEFAULT_KEY.name:  # recorded only when it is not the default (older entries have none)
+        extra["key_policy"] = key_policy.name
     if lowering.program is not None:
         extra["replica_groups"] = lowering.replica_groups
     meta = dataclasses.replace(
