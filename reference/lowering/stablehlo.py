@@ -10,7 +10,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import re
-from dataclasses import dataclass
 from typing import Any, Sequence
 
 import torch
