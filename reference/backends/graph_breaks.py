@@ -138,20 +138,10 @@ _OPT_IN = "_neuron_forces_graph_breaks"
 
 
 def forces_graph_breaks(backend: Callable) -> Callable:
-    """Mark a backend function so that compiles using it get the backend's graph breaks.
-
-    The hooks are installed on the backend's first use, not at import: Dynamo enters a backend's
-    ``backend_ctx_ctor`` context each time a function compiled with it is called, before it
-    traces, and that context installs them (once)."""
+    """Mark a backend function so that compiles using it get the backend's graph breaks (once the
+    hooks are installed: :func:`install`)."""
     setattr(backend, _OPT_IN, True)
-    backend.backend_ctx_ctor = _installed_context
     return backend
-
-
-@contextlib.contextmanager
-def _installed_context():
-    install()
-    yield
 
 
 def _backend_opted_in(tx) -> bool:
@@ -233,8 +223,9 @@ def install() -> None:
 
     Only on the torch releases in :data:`WRITTEN_FOR`: on another one the hooks are left out with a
     warning (an op with no lowering then fails the compile with a ``LoweringError`` instead of
-    breaking the graph). The no-lowering list is computed here, before any trace, so that the
-    hook only reads it. :func:`uninstall` restores Dynamo's handlers."""
+    breaking the graph). Installing patches four handlers and computes nothing: the list of ops
+    with no lowering is read on the first trace that needs it. :func:`uninstall` restores
+    Dynamo's handlers until the next :func:`install`."""
     with _install_lock:
         if _installed:
             return
@@ -245,7 +236,6 @@ def install() -> None:
                 stacklevel=3,
             )
             return
-        no_lowering_ops()
         from torch._dynamo.variables import builder
         from torch._dynamo.variables.tensor import TensorVariable
         from torch._dynamo.variables.torch import TorchInGraphFunctionVariable
@@ -290,7 +280,7 @@ def install() -> None:
 
 
 def uninstall() -> None:
-    """Restore Dynamo's own handlers (the next use of the backend installs the hooks again)."""
+    """Restore Dynamo's own handlers."""
     with _install_lock:
         for (owner, attr), original in _installed.items():
             setattr(owner, attr, original)

@@ -8,8 +8,12 @@ Registered under the names ``neuron`` and ``neuron_libtorch`` through the
 ``torch_dynamo_backends`` entry point, so ``torch.compile(..., backend="neuron")`` works without
 importing this package first.
 
-The backend's graph breaks (:mod:`reference.backends.graph_breaks`) are hooked into Dynamo on the
-backend's first use, not at import; importing this module traces and lowers nothing. Shapes are static: an
+The backend's graph breaks (:mod:`reference.backends.graph_breaks`) are hooked into Dynamo when the
+backend is registered: ``torch.compile(..., backend="neuron")`` loads this module through the entry
+point before Dynamo traces anything, and the module installs the hooks (a cheap patch of four
+handlers, version-guarded and undoable with ``graph_breaks.uninstall()``). Nothing is traced or
+lowered then: the list of ops with no lowering is read on the first trace that needs it.
+``import reference`` alone installs nothing. Shapes are static: an
 explicit ``dynamic=True`` (or a dynamic ``shapes_spec``) is rejected, and a graph that Dynamo made
 dynamic on its own after a shape change is compiled once per concrete shape instead.
 """
@@ -263,3 +267,7 @@ def neuron_libtorch(gm: torch.fx.GraphModule, example_inputs: list, options: Map
     """``backend="neuron_libtorch"``: the same seam under its framework name."""
     return neuron_backend(gm, example_inputs, options=options, mode=mode)
 
+
+# Registration is the backend's first use (see the module doc): the hooks must be in place before
+# Dynamo traces the first frame for it, and torch.compile gives a backend no earlier call.
+graph_breaks.install()
