@@ -21,6 +21,8 @@ import time
 import traceback
 import warnings
 
+from conformance import child
+
 
 def _flatten(obj):
     import torch
@@ -83,4 +85,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    child.run(main)
