@@ -70,7 +70,7 @@ class ReferenceImplementation(Implementation):
     name = "reference"
 
     def __init__(self) -> None:
-        from reference.compile.metrics import METRICS
+        from reference.core.metrics import METRICS
 
         self._compile_times: list[tuple[str, float]] = []
         METRICS.add_listener(self._on_graph)
