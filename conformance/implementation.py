@@ -230,7 +230,7 @@ class Implementation:
 
     def expected_support(self) -> Mapping[str, Mapping[str, str]]:
         """The support matrix the implementation declares: table -> row -> status (``Supported``,
-        ``Partial``, ``Unsupported``), tables and rows named as in ``reports/<impl>/support.md``.
+        ``Partial``, ``Unsupported``), tables and rows named as in ``reports/<impl>/<lane>/support.md``.
         Each probe asserts its row's declared status; an undeclared row fails naming it. Without a
         declaration the probes still run and fill the report, but skip instead of passing."""
         raise NotSupported("no expected support matrix declared (expected_support)")

@@ -1,4 +1,4 @@
-"""Probes that make the support matrix (``reports/<impl>/support.md``).
+"""Probes that make the support matrix (``reports/<impl>/<lane>/support.md``).
 
 Each test tries one row of the backend reference's tables (a ``torch.compile`` parameter, a
 ``torch.compiler`` API, a forced graph break, an environment variable, a helper symbol) against the

@@ -118,7 +118,7 @@ class ReferenceImplementation(Implementation):
 
         return [g.hlo for g in lower_graphs(model, tuple(args))]
 
-    # --- FX passes (issue 3) -------------------------------------------------------------------
+    # --- FX passes -------------------------------------------------------------------
     def fx_pass_names(self) -> list[str]:
         from reference.fx_passes import get_default_pass_manager
 
@@ -176,7 +176,7 @@ class ReferenceImplementation(Implementation):
             torch._dynamo.reset()
         return texts
 
-    # --- backend contract: parameters, graph breaks, variables, metrics (issue 4) ---------------
+    # --- backend contract: parameters, graph breaks, variables, metrics ---------------
     def torch_compile(self, model: Callable, **kwargs: Any) -> Callable:
         return torch.compile(model, backend="neuron", **kwargs)
 
@@ -219,7 +219,7 @@ class ReferenceImplementation(Implementation):
             "the call does nothing for this backend",
         }
 
-    # --- compile caches (issue 5) -----------------------------------------------------------------
+    # --- compile caches -----------------------------------------------------------------
     def cache_hash(self, hlo, compiler_args, input_specs, *, versions=None, replica_groups=None, breakdown=False):
         from reference.cache.key import create_cache_hash
 
@@ -286,7 +286,7 @@ class ReferenceImplementation(Implementation):
 
         return METRICS.counters().get("lowerings", 0)
 
-    # --- per-graph compiler arguments and the compile flows (issue 6) ---------------------------
+    # --- per-graph compiler arguments and the compile flows ---------------------------
     def scoped_compiler_args(self, compiler_args):
         from reference.compiler.scope import scoped_compiler_args
 
@@ -347,7 +347,7 @@ class ReferenceImplementation(Implementation):
         shutil.copytree(src, dest, dirs_exist_ok=True)
         return str(dest)
 
-    # --- SPMD (issue 7) ---------------------------------------------------------------------------
+    # --- SPMD ---------------------------------------------------------------------------
     def spmd_rank_tensor(self, rank: int):
         from reference.spmd import rank_tensor
 
