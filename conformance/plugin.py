@@ -276,7 +276,8 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 def _outcome(report: pytest.TestReport) -> tuple[str, str]:
     if hasattr(report, "wasxfail"):
         if report.skipped:
-            return "xfailed", report.wasxfail
+            crash = getattr(report.longrepr, "reprcrash", None)
+            return "xfailed", report.wasxfail + (f"; it failed with: {crash.message[:2000]}" if crash else "")
         return "xpassed", report.wasxfail
     if report.skipped:
         reason = str(report.longrepr[2]) if isinstance(report.longrepr, tuple) and len(report.longrepr) == 3 else ""

@@ -145,8 +145,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="snapshot root relative to the repository (repeatable; default conformance/goldens)")
     parser.add_argument("--out", default="reports/snapshot-review.md", help="the Markdown page; the HTML page goes beside it")
     ns = parser.parse_args(argv)
-    repo = Path(_git("rev-parse", "--show-toplevel", cwd=Path.cwd()).strip())
     try:
+        repo = Path(_git("rev-parse", "--show-toplevel", cwd=Path.cwd()).strip())
         changes = collect(repo, ns.base, ns.root or ["conformance/goldens"])
     except SystemExit as exc:
         print(exc, file=sys.stderr)

@@ -1,4 +1,4 @@
-"""The reference's policy runner, shaped for the conformance suite (issue 6 adapter)."""
+"""The reference's policy runner, shaped for the conformance suite's compiler-args adapter methods."""
 
 from __future__ import annotations
 
