@@ -305,7 +305,7 @@ class ReferenceImplementation(Implementation):
     def policy_runner(self, *, policy="default", mode="compile", compiler_args=None, optimization_level=None):
         from conformance.adapters._reference_runner import ReferencePolicyRunner
 
-        return ReferencePolicyRunner(policy, mode, compiler_args, optimization_level)
+        return ReferencePolicyRunner(self, policy, mode, compiler_args, optimization_level)
 
     def parallel_trace(self, jobs, *, cache_dir, workers=2, timeout=None):
         from reference.flows import parallel_trace
