@@ -114,3 +114,15 @@ def test_expectation_files_need_a_reason_and_match_by_module_and_name():
         expectations.parse("# c\ntest_a.py::test_x\n", "f.txt")
     with pytest.raises(pytest.UsageError, match="not a test id"):
         expectations.parse("test_x  # why\n")
+
+
+def test_conformance_properties_keep_the_rejection_health_check_and_inherit_hypothesis_profiles():
+    from hypothesis import HealthCheck, settings as hsettings
+
+    from conformance.properties import settings
+
+    ours = settings(max_examples=7)
+    assert ours.max_examples == 7 and ours.deadline is None
+    assert HealthCheck.filter_too_much not in ours.suppress_health_check
+    ci = hsettings.get_profile("conformance-ci")
+    assert ci.derandomize == hsettings.get_profile("ci").derandomize  # inherited, not redefined
