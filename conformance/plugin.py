@@ -130,6 +130,7 @@ def pytest_configure(config: pytest.Config) -> None:
     _register_hypothesis_profiles()
     suite = Suite(config)
     config.stash[SUITE] = suite
+    config.pluginmanager.register(Results(suite), "conformance-results")
     if suite.explicit:
         suite.impl()  # a bad spec is a usage error at once, on the controller too
 
@@ -253,27 +254,67 @@ def pytest_fixture_setup(fixturedef, request):
 
 # --- results, gathered on the controller -----------------------------------------------------------
 
-_RESULTS: dict[str, dict] = {}
-_SUPPORT = _support.Collected()
-_TIMES: list[dict] = []
 
+class Results:
+    """The outcomes of one session's conformance tests, by test id (a plugin object registered at
+    configure; under xdist the controller receives every worker's reports)."""
 
-def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    props = dict(report.user_properties)
-    if ITEM_PROPERTY not in props:
-        return
-    _SUPPORT.add(report)
-    if report.when == "teardown" and TIMES_PROPERTY in props:
-        _TIMES.extend({"test": props[ITEM_PROPERTY], "graph": g, "seconds": s} for g, s in json.loads(props[TIMES_PROPERTY]))
-    entry = _RESULTS.setdefault(props[ITEM_PROPERTY], {"outcome": "passed", "duration": 0.0, "message": ""})
-    entry["duration"] = round(entry["duration"] + report.duration, 3)
-    if report.when == "call" or report.failed or report.skipped:
-        outcome, message = _outcome(report)
-        if entry["outcome"] in ("passed", "skipped") or outcome == "error":
-            entry["outcome"], entry["message"] = outcome, message
+    def __init__(self, suite: Suite) -> None:
+        self.suite = suite
+        self.tests: dict[str, dict] = {}
+        self.support = _support.Collected()
+        self.times: list[dict] = []
+        self.stale: list = []
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        props = dict(report.user_properties)
+        if ITEM_PROPERTY not in props:
+            return
+        test = props[ITEM_PROPERTY]
+        self.support.add(report)
+        if report.when == "teardown" and TIMES_PROPERTY in props:
+            self.times.extend({"test": test, "graph": g, "seconds": s} for g, s in json.loads(props[TIMES_PROPERTY]))
+        entry = self.tests.setdefault(test, {"outcome": "passed", "duration": 0.0, "message": ""})
+        entry["duration"] = round(entry["duration"] + report.duration, 3)
+        if report.when == "call" or report.failed or report.skipped:
+            outcome, message = _outcome(report)
+            if entry["outcome"] in ("passed", "skipped") or outcome == "error":
+                entry["outcome"], entry["message"] = outcome, message
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        if hasattr(session.config, "workerinput") or not self.tests:
+            return  # under xdist only the controller writes
+        from conformance import report  # the report code loads only for a run of the suite
+
+        self.stale = self.suite.expectations().stale(self.tests)
+        if self.stale and self.suite.strict and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        report.write(
+            self.suite.report_dir(),
+            impl=self.suite.impl(),
+            suite=self.suite,
+            results=self.tests,
+            support=self.support,
+            compile_times=self.times,
+            stale=[{"id": e.nodeid, "reason": e.reason} for e in self.stale],
+            environment=_set_env(),
+        )
+
+    def pytest_terminal_summary(self, terminalreporter) -> None:
+        if not self.tests or hasattr(self.suite.config, "workerinput"):
+            return
+        strict = self.suite.strict
+        for e in self.stale:
+            terminalreporter.write_line(
+                f"{'ERROR' if strict else 'WARNING'} conformance: stale expectation {e.nodeid!r} ({e.reason}): "
+                "no such test ran in its module", red=strict, yellow=not strict,
+            )
+        terminalreporter.write_line(f"conformance: reports in {self.suite.report_dir()}")
 
 
 def _outcome(report: pytest.TestReport) -> tuple[str, str]:
+    """(outcome, message) of one phase's report: the skip reason, the failure's message (not a
+    file:line), or the reason a known failure is expected."""
     if hasattr(report, "wasxfail"):
         if report.skipped:
             crash = getattr(report.longrepr, "reprcrash", None)
@@ -285,45 +326,5 @@ def _outcome(report: pytest.TestReport) -> tuple[str, str]:
     if report.failed:
         crash = getattr(report.longrepr, "reprcrash", None)
         message = crash.message if crash is not None else (report.longreprtext or "").strip()
-        if report.when == "call" and "[XPASS(strict)]" in message:
-            return "failed", message
         return ("failed" if report.when == "call" else "error"), message[:4000]
     return "passed", ""
-
-
-def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    config = session.config
-    if hasattr(config, "workerinput") or not _RESULTS:
-        return  # under xdist only the controller writes
-    from conformance import report  # the report code loads only for a run of the suite
-
-    suite = config.stash[SUITE]
-    stale = suite.expectations().stale(_RESULTS)
-    config.stash[_STALE] = [
-        f"conformance: stale expectation {e.nodeid!r} ({e.reason}): no such test ran in its module" for e in stale
-    ]
-    if stale and suite.strict and session.exitstatus == pytest.ExitCode.OK:
-        session.exitstatus = pytest.ExitCode.TESTS_FAILED
-    report.write(
-        suite.report_dir(),
-        impl=suite.impl(),
-        suite=suite,
-        results=_RESULTS,
-        support=_SUPPORT,
-        compile_times=_TIMES,
-        stale=[{"id": e.nodeid, "reason": e.reason} for e in stale],
-        environment=_set_env(),
-    )
-
-
-_STALE = pytest.StashKey[list]()
-
-
-def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
-    suite = config.stash.get(SUITE, None)
-    if suite is None or not _RESULTS or hasattr(config, "workerinput"):
-        return
-    stale = config.stash.get(_STALE, [])
-    for message in stale:
-        terminalreporter.write_line(("ERROR " if suite.strict else "WARNING ") + message, red=suite.strict, yellow=not suite.strict)
-    terminalreporter.write_line(f"conformance: reports in {suite.report_dir()}")
