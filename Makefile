@@ -43,4 +43,5 @@ bench: $(STAMP)
 	$(PY) -m benchmarks
 
 clean:
-	rm -rf $(VENV) reports/reference reports/bench .pytest_cache .hypothesis
+	rm -rf $(VENV) reports/reference reports/bench reports/snapshot-review.md reports/snapshot-review.html \
+		.pytest_cache .hypothesis
