@@ -40,7 +40,7 @@ def _session_scope(pytestconfig: pytest.Config, impl: Implementation, tmp_path_f
     """Per session: the snapshot tree of this implementation and scratch cache directories."""
     root = pytestconfig.getoption("conformance_snapshot_dir") or os.environ.get("CONFORMANCE_SNAPSHOT_DIR")
     root = root or impl.snapshot_root() or str(Path(pytestconfig.invocation_params.dir) / "conformance-snapshots")
-    snapshots.set_tree(Path(root), impl.name)
+    snapshots.set_tree(Path(root), impl.snapshots_of or impl.name)
     scratch = None
     with pytest.MonkeyPatch.context() as mp:
         for var, sub in _CACHE_VARS.items():

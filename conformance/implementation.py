@@ -132,6 +132,11 @@ class Implementation:
     #: Short name used in reports and snapshot directories (letters, digits, ``_`` and ``-``).
     name: str = "unnamed"
 
+    #: Whose snapshot tree the run compares with (default: this implementation's own, ``name``); a
+    #: deliberately broken variant of an implementation names the original to be checked against
+    #: its goldens.
+    snapshots_of: str | None = None
+
     # --- identity -----------------------------------------------------------------------------
     def versions(self) -> dict[str, str]:
         """Versions of what shapes results: at least torch, the lowering, the compiler."""
