@@ -29,12 +29,6 @@ def impl(pytestconfig: pytest.Config) -> Implementation:
     return pytestconfig.stash[SUITE].impl()
 
 
-@pytest.fixture(scope="session")
-def impl_spec(pytestconfig: pytest.Config) -> str:
-    """The ``module:factory`` spec of the implementation, for child processes to load it."""
-    return pytestconfig.stash[SUITE].spec
-
-
 @pytest.fixture(scope="session", autouse=True)
 def _session_scope(pytestconfig: pytest.Config, impl: Implementation, tmp_path_factory: pytest.TempPathFactory):
     """Per session: the snapshot tree of this implementation and scratch cache directories."""
