@@ -13,13 +13,13 @@ Each world size is launched once per module (``conformance.launcher``) and runs 
 
 from __future__ import annotations
 
-import os
 import re
 
 import pytest
 
 from conformance.implementation import NotSupported
 from conformance.launcher import launch
+from conformance.plugin import SUITE
 from conformance.snapshots import assert_mlir
 from conformance.tolerances import assert_close
 
@@ -32,8 +32,8 @@ SCENARIOS_8 = ["collectives"]
 LAUNCH_TIMEOUT = 900.0
 
 
-def _spec(config) -> str | None:
-    return config.getoption("--impl") or os.environ.get("CONFORMANCE_IMPL")
+def _spec(config) -> str:
+    return config.stash[SUITE].spec
 
 
 def _fresh_cache_env(request, world: int) -> dict[str, str]:
