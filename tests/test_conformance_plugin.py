@@ -23,7 +23,9 @@ REPO = Path(conformance.__file__).resolve().parent.parent
 
 
 def _run(project: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    full_env = {k: v for k, v in os.environ.items() if not k.startswith(("CONFORMANCE_", "PYTEST_XDIST"))}
+    # A clean slate: nothing a surrounding run of the suite may have set (its scratch caches).
+    dropped = ("CONFORMANCE_", "PYTEST_XDIST", "TORCH_NEURONX_", "NEURON_")
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith(dropped)}
     full_env["PYTHONPATH"] = os.pathsep.join([str(REPO), str(project)])
     full_env.update(env or {})
     cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:xdist", "-o", "addopts=", "-q", "-rsx", *args]
