@@ -14,7 +14,7 @@ from conformance.plugin import SUITE, TIMES_PROPERTY
 from conformance.support import support  # noqa: F401  (the probes' recorder)
 
 # Cache variables a run points into its own scratch directory unless the caller set them, so the
-# suite never reads or pollutes a cache it was not given. Undone at the end of the session.
+# suite never reads or pollutes a cache it was not given.
 _CACHE_VARS = {
     "TORCH_NEURONX_NEFF_CACHE_DIR": "neff_cache",
     "TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR": "local_cache",
@@ -30,17 +30,26 @@ def impl(pytestconfig: pytest.Config) -> Implementation:
 
 
 @pytest.fixture(scope="session", autouse=True)
-def _session_scope(pytestconfig: pytest.Config, impl: Implementation, tmp_path_factory: pytest.TempPathFactory):
-    """Per session: the snapshot tree of this implementation and scratch cache directories."""
+def _snapshot_tree(pytestconfig: pytest.Config, impl: Implementation) -> None:
+    """Point the snapshot extensions at this implementation's tree (``docs/adapter.md``)."""
     root = pytestconfig.getoption("conformance_snapshot_dir") or os.environ.get("CONFORMANCE_SNAPSHOT_DIR")
     root = root or impl.snapshot_root() or str(Path(pytestconfig.invocation_params.dir) / "conformance-snapshots")
     snapshots.set_tree(Path(root), impl.snapshots_of or impl.name)
-    scratch = None
+
+
+@pytest.fixture(scope="session")
+def _cache_scratch(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("conformance-cache")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _cache_variables(_cache_scratch: Path):
+    """While a conformance module runs (its module fixtures included), the cache variables the
+    caller did not set point into the session's scratch directory; restored after the module."""
     with pytest.MonkeyPatch.context() as mp:
         for var, sub in _CACHE_VARS.items():
             if var not in os.environ:
-                scratch = scratch or tmp_path_factory.mktemp("conformance-cache")
-                mp.setenv(var, str(scratch / sub))
+                mp.setenv(var, str(_cache_scratch / sub))
         yield
 
 
