@@ -5,9 +5,10 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 JOBS ?= auto
 IMPL ?=
-IMPL_ARG := $(if $(IMPL),--impl $(IMPL),)
+IMPL_ARG := $(if $(IMPL),--conformance-impl $(IMPL),)
+BASE ?= main
 
-.PHONY: all venv conformance test strict bench clean
+.PHONY: all venv conformance test strict bench snapshot-review clean
 
 all: test
 
@@ -19,7 +20,7 @@ $(STAMP): pyproject.toml
 venv: $(STAMP)
 
 # The suite against an implementation (the reference unless IMPL=package.module:factory);
-# writes reports/<impl>/summary.json and summary.md.
+# writes reports/<impl>/default/ (summary.json, summary.md, junit.xml, support.md, compile-times.svg).
 conformance: $(STAMP)
 	$(PY) -m pytest conformance -n $(JOBS) $(IMPL_ARG)
 
@@ -28,13 +29,20 @@ test: $(STAMP)
 	$(VENV)/bin/lint-imports
 	$(PY) -m pytest -n $(JOBS) --durations=25 --cov --cov-report=term --cov-report=xml:reports/coverage.xml
 
-# The strict SPMD lane: the guard rails raise instead of warning.
+# The strict lane: the SPMD guard rails raise instead of warning, and a stale expectation entry is
+# an error; its reports go to reports/<impl>/strict/, beside the default lane's.
 strict: $(STAMP)
-	NEURON_LIBTORCH_SPMD_STRICT=1 $(PY) -m pytest conformance -n $(JOBS) $(IMPL_ARG)
+	NEURON_LIBTORCH_SPMD_STRICT=1 $(PY) -m pytest conformance -n $(JOBS) $(IMPL_ARG) \
+		--conformance-lane strict --conformance-strict
+
+# The snapshot changes against BASE (a git ref): reports/snapshot-review.md and .html.
+snapshot-review: $(STAMP)
+	$(PY) -m conformance.snapshot_review --base $(BASE) --out reports/snapshot-review.md
 
 # Benchmarks; figures go to reports/bench/.
 bench: $(STAMP)
 	$(PY) -m benchmarks
 
 clean:
-	rm -rf $(VENV) reports/reference reports/bench .pytest_cache .hypothesis
+	rm -rf $(VENV) reports/reference reports/bench reports/snapshot-review.md reports/snapshot-review.html \
+		.pytest_cache .hypothesis

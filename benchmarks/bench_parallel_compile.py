@@ -13,6 +13,7 @@ import os
 import tempfile
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 PREFILL_BUCKETS = (4, 6, 8, 10, 12, 14, 16, 20)
 
@@ -49,11 +50,16 @@ def _compile(staged: str, cache_root: str, workers: int, base) -> tuple[float, i
 
 def run(out_dir: Path) -> dict:
     from neuron_fixtures.policy import PolicyVLM
+    from reference.compiler.scope import scoped_compiler_args
     from reference.flows import parallel_trace
     from reference.runner import NeuronModelRunner
+    from reference.runner.compiler_args_ctx import with_optimization_level
 
     with tempfile.TemporaryDirectory(prefix="bench-parallel-compile-") as tmp:
-        runner = NeuronModelRunner(PolicyVLM(), compiler_args=["--model-type", "transformer"], mode="capture").load_model()
+        helpers = SimpleNamespace(
+            scoped_compiler_args=scoped_compiler_args, with_optimization_level=with_optimization_level
+        )
+        runner = NeuronModelRunner(PolicyVLM(helpers), compiler_args=["--model-type", "transformer"], mode="capture").load_model()
         staged = os.path.join(tmp, "captured")
         start = time.perf_counter()
         parallel_trace(_jobs(runner), cache_dir=staged, workers=2)

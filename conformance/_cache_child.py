@@ -16,10 +16,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import time
 import traceback
 import warnings
+
+from conformance import child
 
 
 def _flatten(obj):
@@ -83,4 +84,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    child.run(main)

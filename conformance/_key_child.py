@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from conformance import child
 from conformance.implementation import load_implementation
 
 
@@ -31,4 +32,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    child.run(main)

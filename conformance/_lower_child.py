@@ -10,6 +10,7 @@ import argparse
 import json
 
 import neuron_fixtures
+from conformance import child
 from conformance.implementation import load_implementation
 
 
@@ -30,4 +31,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    child.run(main)

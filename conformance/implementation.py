@@ -1,15 +1,21 @@
 """The adapter protocol: what an implementation provides to the conformance suite.
 
-An implementation is plugged in as ``--impl package.module:factory`` (or ``CONFORMANCE_IMPL``). The
-factory takes no arguments and returns an :class:`Implementation`. Subclass it and override what
-your implementation supports; every capability left alone raises :class:`NotSupported`, which the
-suite reports as a skip carrying the reason, never as a pass.
+An implementation is plugged in as ``--conformance-impl package.module:factory`` (or the
+``CONFORMANCE_IMPL`` variable). The factory takes no arguments and returns an
+:class:`Implementation`. The core is small: :attr:`Implementation.name`, :meth:`~Implementation.versions`,
+:meth:`~Implementation.compile` and :meth:`~Implementation.lower`. Everything else belongs to an
+optional capability group (:data:`CAPABILITIES`): a group the adapter does not override is absent,
+and exactly the tests of that group's contract are skipped with the reason. A method that is
+overridden but cannot serve one case raises :class:`NotSupported`, which the suite reports as a
+skip carrying the reason, never as a pass. ``docs/adapter.md`` has the table and a template.
 
-Tests talk to an implementation only through this interface.
+Tests talk to an implementation only through this interface. The adapter module must be importable
+in a fresh interpreter: the suite's child processes load it by the same ``module:factory`` spec.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import os
 from typing import Any, Callable, Mapping, Sequence
@@ -17,13 +23,119 @@ from typing import Any, Callable, Mapping, Sequence
 DEFAULT_IMPL = "conformance.adapters.reference:make"
 
 
-class NotSupported(Exception):
-    """The implementation does not provide this capability; the test is skipped with the reason."""
+class NotSupported(BaseException):
+    """The implementation does not provide this capability; the test is skipped with the reason.
+
+    It derives from :class:`BaseException`, like pytest's own outcomes, so that ``except Exception``
+    in a test or probe and ``pytest.raises(Exception)`` never mistake a missing capability for the
+    error a test expects.
+    """
+
+
+#: Exit status of a child process whose adapter raised :class:`NotSupported` (see
+#: :mod:`conformance.child`); the parent test turns it into a skip.
+NOT_SUPPORTED_EXIT = 77
+
+
+@dataclasses.dataclass(frozen=True)
+class Capability:
+    """One optional group of the protocol: the methods that make it up, the contract they serve and
+    the test modules (``conformance/test_<module>.py``) that need it.
+
+    The group is provided when the adapter overrides every method in ``required``; the others are
+    optional within the group (their tests skip on :class:`NotSupported`).
+    """
+
+    name: str
+    contract: str
+    required: tuple[str, ...]
+    optional: tuple[str, ...] = ()
+    modules: tuple[str, ...] = ()
+
+    def missing(self, impl: "Implementation") -> list[str]:
+        """The required methods ``impl`` leaves at the protocol's default."""
+        return [m for m in self.required if getattr(type(impl), m, None) is getattr(Implementation, m, None)]
+
+
+#: The optional capability groups, by name. To add a group: add its method(s) to
+#: :class:`Implementation` raising :class:`NotSupported`, and an entry here naming the contract and
+#: the test modules; a new group is best a single method returning an object with the group's API.
+CAPABILITIES: dict[str, Capability] = {
+    c.name: c
+    for c in (
+        Capability(
+            "backend",
+            "the torch.compile backend contract: parameters, graph counting, the support matrix",
+            required=("torch_compile", "backend_names", "reset_graph_count", "graph_count"),
+            optional=(
+                "forced_graph_breaks", "environment_variables", "helper_api", "debug_artifact_globs",
+                "unsupported_compiler_apis", "expected_support",
+            ),
+            modules=("backend_contract", "backend_support"),
+        ),
+        Capability(
+            "fx_passes",
+            "the FX pass pipeline: default order, identity, the pass stage of a compile",
+            required=("fx_pass_names",),
+            optional=("fx_pass_identity", "fx_passes_applied", "fx_graph_after_passes"),
+            modules=("fx_passes",),
+        ),
+        Capability(
+            "cache",
+            "the compile cache: key, atomic publication, locks, warm start, the HLO cache",
+            required=("cache_env", "compiler_invocations"),
+            optional=(
+                "cache_hash", "cache_keys", "cache_entry_files", "cache_scratch", "compiles_in_progress",
+                "lowerings",
+            ),
+            modules=("cache_key", "cache_reliability", "cache_warm_start"),
+        ),
+        Capability(
+            "compiler_args",
+            "per-graph compiler arguments: the scope, the level helper, the runner's policy",
+            required=("scoped_compiler_args", "apply_scoped_compiler_args"),
+            optional=("with_optimization_level", "policy_runner"),
+            modules=("compiler_args_scope", "compiler_args_flows"),
+        ),
+        Capability(
+            "capture",
+            "the deferred flow: parallel trace, staged metadata, parallel compile",
+            required=("parallel_trace", "parallel_compile", "staged_metadata"),
+            optional=("legacy_capture_dir",),
+        ),
+        Capability(
+            "spmd",
+            "SPMD: the runtime rank, the mesh registry, programs with collectives, the guard rails",
+            required=("spmd_rank_tensor", "spmd_process_group"),
+            optional=("spmd_lower", "spmd_compile_stats", "check_single_artifact", "spmd_violation_errors"),
+            modules=("spmd", "spmd_guards"),
+        ),
+    )
+}
+
+
+def missing_capabilities(impl: "Implementation", names: Sequence[str]) -> dict[str, list[str]]:
+    """Of the named groups, those ``impl`` does not provide, with the methods it leaves out."""
+    out = {}
+    for name in names:
+        if name not in CAPABILITIES:
+            raise ValueError(f"unknown capability group {name!r}; known: {sorted(CAPABILITIES)}")
+        missing = CAPABILITIES[name].missing(impl)
+        if missing:
+            out[name] = missing
+    return out
 
 
 class Implementation:
+    """Subclass and override the core and the groups your implementation has (see the module doc)."""
+
     #: Short name used in reports and snapshot directories (letters, digits, ``_`` and ``-``).
     name: str = "unnamed"
+
+    #: Whose snapshot tree the run compares with (default: this implementation's own, ``name``); a
+    #: deliberately broken variant of an implementation names the original to be checked against
+    #: its goldens.
+    snapshots_of: str | None = None
 
     # --- identity -----------------------------------------------------------------------------
     def versions(self) -> dict[str, str]:
@@ -53,12 +165,13 @@ class Implementation:
         raise NotSupported("lower to StableHLO")
 
     def reset(self) -> None:
-        """Forget compiled graphs (called between tests); the default resets Dynamo."""
-        import torch
+        """Forget compiled graphs (called before each conformance test); the default resets Dynamo."""
+        import torch  # on use: this module is imported by the plugin in every pytest run
+
 
         torch._dynamo.reset()
 
-    # --- FX passes (issue 3) -------------------------------------------------------------------
+    # --- capability 'fx_passes' ------------------------------------------------------------------
     def fx_pass_names(self) -> list[str]:
         """Names of the default FX passes, in the order the backend runs them."""
         raise NotSupported("FX pass names")
@@ -78,7 +191,7 @@ class Implementation:
         """Readable text of each graph ``model(*args)`` produces, after the default FX passes."""
         raise NotSupported("FX graph after the passes")
 
-    # --- backend contract: parameters, graph breaks, variables, metrics (issue 4) ---------------
+    # --- capability 'backend': parameters, graph breaks, variables, metrics, support matrix -------
     def torch_compile(self, model: Callable, **kwargs: Any) -> Callable:
         """``torch.compile(model, backend=<the compile backend>, **kwargs)``, any parameter passed as
         given (``fullgraph``, ``dynamic``, ``mode``, ``options``, ``name``, ``disable``,
@@ -120,7 +233,14 @@ class Implementation:
         """``torch.compiler`` APIs the implementation declares unsupported, with the reason."""
         return {}
 
-    # --- compile caches (issue 5) -----------------------------------------------------------------
+    def expected_support(self) -> Mapping[str, Mapping[str, str]]:
+        """The support matrix the implementation declares: table -> row -> status (``Supported``,
+        ``Partial``, ``Unsupported``), tables and rows named as in ``reports/<impl>/<lane>/support.md``.
+        Each probe asserts its row's declared status; an undeclared row fails naming it. Without a
+        declaration the probes still run and fill the report, but skip instead of passing."""
+        raise NotSupported("no expected support matrix declared (expected_support)")
+
+    # --- capability 'cache' ----------------------------------------------------------------------
     # Cache tests run real child processes (``conformance/_cache_child.py``) that load this same
     # adapter; everything about a cache is addressed by a ``root``: a fresh, empty directory the
     # suite gives the implementation to keep all its cache state in (artifacts, locks, HLO).
@@ -182,7 +302,7 @@ class Implementation:
         """How many graphs this process has lowered to HLO (an HLO-cache hit is not a lowering)."""
         raise NotSupported("lowerings")
 
-    # --- per-graph compiler arguments and the compile flows (issue 6) ---------------------------
+    # --- capabilities 'compiler_args' and 'capture' ------------------------------------------------
     # The backend side (mechanism): the scope, the access point every seam calls, the two flows.
     # The runner side (policy): ``policy_runner`` returns an object driving one of the suite's
     # policy fixture models (``neuron_fixtures/policy.py``) with the implementation's runner; it provides
@@ -248,7 +368,7 @@ class Implementation:
         arguments) into ``dest``; returns it."""
         raise NotSupported("a capture directory from an older release")
 
-    # --- SPMD (issue 7) ---------------------------------------------------------------------------
+    # --- capability 'spmd' -----------------------------------------------------------------------
     # These run inside the ranks that conformance.launcher starts (torch.distributed is initialized).
 
     def spmd_rank_tensor(self, rank: int):
@@ -279,6 +399,23 @@ class Implementation:
         """The exception types the guard rails raise under ``NEURON_LIBTORCH_SPMD_STRICT=1``."""
         raise NotSupported("SPMD: guard rails")
 
+    # --- reporting (optional, outside any group) ---------------------------------------------------
+    def expectations_file(self) -> str | None:
+        """Path of the implementation's expectation file (known failures, each with a reason; see
+        ``docs/adapter.md``), or ``None``. ``--conformance-expectations`` overrides it."""
+        return None
+
+    def snapshot_root(self) -> str | None:
+        """Default root of the snapshot trees (``<root>/<name>/...``) when neither
+        ``--conformance-snapshot-dir`` nor ``CONFORMANCE_SNAPSHOT_DIR`` is given; ``None``:
+        ``conformance-snapshots/`` in the directory pytest runs from."""
+        return None
+
+    def graph_compile_times(self) -> list[tuple[str, float]]:
+        """``(graph name, seconds)`` for each graph this process compiled since the previous call
+        (the call drains them); feeds the compile-time chart of ``summary.md``."""
+        raise NotSupported("per-graph compile times")
+
     def compile_env(self) -> Mapping[str, str]:
         """Environment variables a fresh process needs to use this implementation (e.g. a cache
         directory); the suite adds them to the child processes it starts."""
@@ -293,12 +430,17 @@ def load_implementation(spec: str | None = None) -> Implementation:
         raise ValueError(f"--impl / CONFORMANCE_IMPL must look like 'package.module:factory', got {spec!r}")
     try:
         module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ValueError(f"cannot import implementation module {module_name!r} (from {spec!r}): {exc}") from exc
+    except Exception as exc:  # noqa: BLE001 - whatever the module raises, the spec is what the user must fix
+        raise ValueError(
+            f"cannot import implementation module {module_name!r} (from {spec!r}): {type(exc).__name__}: {exc}"
+        ) from exc
     factory = getattr(module, attr, None)
     if factory is None or not callable(factory):
         raise ValueError(f"{module_name!r} has no callable {attr!r} (from {spec!r})")
-    impl = factory()
+    try:
+        impl = factory()
+    except NotSupported as exc:
+        raise ValueError(f"{spec!r}: the factory reports the implementation unavailable: {exc}") from exc
     if not isinstance(impl, Implementation):
         raise ValueError(f"{spec!r} returned {type(impl).__name__}, not a conformance.Implementation")
     return impl

@@ -34,6 +34,9 @@ import traceback
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
+from conformance.child import exit_not_supported, raise_if_not_supported
+from conformance.implementation import NotSupported
+
 DEFAULT_TIMEOUT = 180.0
 _TAIL = 4000
 _PORT_RETRIES = 3
@@ -146,6 +149,8 @@ def _launch_once(name: str, world_size: int, kwargs: dict, timeout: float, extra
             if failed:
                 _kill(ranks)
                 outs = {rk.rank: rk.output() for rk in ranks}
+                for r in failed:
+                    raise_if_not_supported(codes[r], outs[r], f"{name}, rank {r}")
                 detail = "\n".join(
                     f"--- rank {r} exited with status {codes[r]}{_signal_name(codes[r])}; its output:\n{_tail(outs[r])}" for r in failed
                 )
@@ -247,6 +252,8 @@ def _child(job_path: str, rank: int, result_path: str) -> int:
         tmp = result_path + ".tmp"
         torch.save(value, tmp)
         os.replace(tmp, result_path)
+    except NotSupported as exc:  # the parent turns this status into a skip
+        exit_not_supported(exc, os._exit)
     except BaseException:
         traceback.print_exc()
         sys.stdout.flush()

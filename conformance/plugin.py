@@ -1,237 +1,330 @@
 """The pytest plugin (``pytest11`` entry point ``conformance``).
 
-- ``--impl package.module:factory`` (or ``CONFORMANCE_IMPL``) chooses the implementation under test;
-  the default is this project's reference.
-- The report header prints the implementation, its tool versions and every ``CONFORMANCE_*``,
-  ``NEURON_*`` and ``TORCH_NEURONX_*`` variable that is set.
-- ``NotSupported`` raised by an adapter turns into a skip that carries the reason.
-- At the end of a run that executed conformance tests, ``reports/<impl>/summary.json`` and
-  ``summary.md`` are written (by the controller only, under ``pytest -n``).
-- Unless the caller set them, the cache variables point into a fresh temporary directory per
-  process, so a run never reads or pollutes a cache it was not given.
+Installed, it is active in every pytest run of the environment, so outside the suite it does
+nothing: it registers its options (all ``--conformance-*``), markers and Hypothesis profiles, and
+imports neither torch nor the implementation. Fixtures live in ``conformance/conftest.py`` and apply
+to the suite's own tests only.
+
+- ``--conformance-impl package.module:factory`` (or ``CONFORMANCE_IMPL``) chooses the
+  implementation; the default is this project's reference. A spec that does not load is a usage
+  error. An explicit spec is loaded at start-up, the default when the first conformance test needs it.
+- :class:`~conformance.implementation.NotSupported` is a skip carrying the reason wherever it is
+  raised: a test, a fixture of any scope, a child process (see :mod:`conformance.child`).
+- A test module whose capability group the adapter does not provide is skipped with the reason
+  (:data:`~conformance.implementation.CAPABILITIES`).
+- The implementation's expectation file marks known failures (each with a reason): such a test
+  that fails is an expected failure, one that passes fails the run, an entry that matches no test
+  of the modules that ran is stale (a warning; an error with ``--conformance-strict``).
+- After a run with conformance tests the controller writes ``<report dir>/<impl>/<lane>/``:
+  ``summary.json``, ``summary.md``, ``junit.xml``, ``support.md`` and ``compile-times.svg``
+  (:mod:`conformance.report`). The report dir is ``--conformance-report-dir``,
+  ``CONFORMANCE_REPORT_DIR``, or ``reports/`` in the directory pytest was started from; the lane is
+  ``--conformance-lane`` (``default``), so the strict lane keeps its own report.
 """
 
 from __future__ import annotations
 
-import datetime
 import json
 import os
-import tempfile
+import time
 from pathlib import Path
 
 import pytest
 
-from conformance import snapshots, support as _support
-from conformance.support import support  # noqa: F401  (fixture for the support probes, issue 4)
-from conformance.implementation import DEFAULT_IMPL, Implementation, NotSupported, load_implementation
+import conformance
+from conformance import expectations as _expectations, support as _support
+from conformance.implementation import (
+    CAPABILITIES,
+    DEFAULT_IMPL,
+    Implementation,
+    NotSupported,
+    load_implementation,
+    missing_capabilities,
+)
 
 _ENV_PREFIXES = ("CONFORMANCE_", "NEURON_", "TORCH_NEURONX_")
-_CACHE_VARS = {
-    "TORCH_NEURONX_NEFF_CACHE_DIR": "neff_cache",
-    "TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR": "local_cache",
-    "TORCH_NEURONX_HLO_CACHE_DIR": "hlo_cache",
-    "TORCH_NEURONX_DEBUG_DIR": "debug",
-}
-_IMPL_KEY = pytest.StashKey[Implementation]()
-_RESULTS_KEY = pytest.StashKey[dict]()
+_PACKAGE_DIR = Path(conformance.__file__).resolve().parent
+ITEM_PROPERTY = "conformance_item"
+TIMES_PROPERTY = "conformance_compile_times"
+HYPOTHESIS_PROFILES = ("conformance-ci", "conformance-dev")
+
+
+class Suite:
+    """The session's view of the implementation under test (``config.stash[SUITE]``)."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        option = config.getoption("conformance_impl")
+        self.spec = option or os.environ.get("CONFORMANCE_IMPL") or DEFAULT_IMPL
+        self.explicit = bool(option or os.environ.get("CONFORMANCE_IMPL"))
+        self.lane = config.getoption("conformance_lane") or os.environ.get("CONFORMANCE_LANE") or "default"
+        self.strict = bool(config.getoption("conformance_strict"))
+        self._impl: Implementation | None = None
+        self.expected: _expectations.Expectations | None = None
+        self.started = time.time()
+
+    def impl(self) -> Implementation:
+        if self._impl is None:
+            try:
+                self._impl = load_implementation(self.spec)
+            except ValueError as exc:
+                raise pytest.UsageError(f"--conformance-impl / CONFORMANCE_IMPL: {exc}") from exc
+        return self._impl
+
+    def expectations(self) -> _expectations.Expectations:
+        if self.expected is None:
+            path = self.config.getoption("conformance_expectations") or os.environ.get("CONFORMANCE_EXPECTATIONS")
+            path = path or self.impl().expectations_file()
+            self.expected = _expectations.load(path) if path else _expectations.Expectations.empty()
+        return self.expected
+
+    def report_dir(self) -> Path:
+        base = self.config.getoption("conformance_report_dir") or os.environ.get("CONFORMANCE_REPORT_DIR")
+        root = Path(base) if base else Path(self.config.invocation_params.dir) / "reports"
+        return root / self.impl().name / self.lane
+
+
+SUITE = pytest.StashKey[Suite]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    group = parser.getgroup("conformance")
-    group.addoption(
-        "--impl",
-        default=None,
-        help="implementation under test, as package.module:factory (default: CONFORMANCE_IMPL or the reference)",
-    )
-    group.addoption(
-        "--report-dir",
-        default=None,
-        help="where reports/<impl>/ is written (default: CONFORMANCE_REPORT_DIR or <rootdir>/reports)",
-    )
+    group = parser.getgroup("conformance", "conformance suite for Neuron-style torch.compile backends")
+    group.addoption("--conformance-impl", dest="conformance_impl", default=None,
+                    help="implementation under test, package.module:factory (default: CONFORMANCE_IMPL or the reference)")
+    group.addoption("--conformance-report-dir", dest="conformance_report_dir", default=None,
+                    help="where <impl>/<lane>/ reports go (default: CONFORMANCE_REPORT_DIR or ./reports)")
+    group.addoption("--conformance-lane", dest="conformance_lane", default=None,
+                    help="name of this run's lane, a report subdirectory (default: CONFORMANCE_LANE or 'default')")
+    group.addoption("--conformance-snapshot-dir", dest="conformance_snapshot_dir", default=None,
+                    help="root of the per-implementation snapshot trees (default: CONFORMANCE_SNAPSHOT_DIR, "
+                         "the adapter's snapshot_root(), or ./conformance-snapshots)")
+    group.addoption("--conformance-expectations", dest="conformance_expectations", default=None,
+                    help="expectation file of known failures (default: CONFORMANCE_EXPECTATIONS or the adapter's)")
+    group.addoption("--conformance-strict", dest="conformance_strict", action="store_true", default=False,
+                    help="a stale expectation entry is an error, not a warning")
+
+
+def _register_hypothesis_profiles() -> None:
+    """``conformance-ci`` and ``conformance-dev``: Hypothesis's own ``ci`` and ``default`` profiles
+    without a deadline (a compile takes seconds) and without the function-scoped-fixture check
+    (the suite's per-test reset is function-scoped and holds across examples). Registering loads
+    nothing: conformance tests use them through :func:`conformance.properties.settings`; other
+    tests keep whatever is loaded."""
+    try:
+        from hypothesis import HealthCheck, settings
+    except ImportError:  # hypothesis is a test extra
+        return
+    for name, parent in zip(HYPOTHESIS_PROFILES, ("ci", "default")):
+        base = settings.get_profile(parent)
+        settings.register_profile(name, parent=base, deadline=None,
+                                  suppress_health_check=[
+            *base.suppress_health_check, HealthCheck.too_slow, HealthCheck.function_scoped_fixture,
+        ])
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "contract(name): the contract of the backend reference a test checks")
+    config.addinivalue_line("markers", "support(table, item): the support-matrix row a probe fills (conformance/support.py)")
+    config.addinivalue_line("markers", "capability(*groups): capability groups of the adapter a test needs "
+                                       "(conformance.implementation.CAPABILITIES); skipped without them")
+    _register_hypothesis_profiles()
+    suite = Suite(config)
+    config.stash[SUITE] = suite
+    config.pluginmanager.register(Results(suite), "conformance-results")
+    if suite.explicit:
+        suite.impl()  # a bad spec is a usage error at once, on the controller too
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    suite = config.stash.get(SUITE, None)
+    if suite is None or not suite.explicit:
+        return []
+    impl = suite.impl()
+    lines = [f"conformance: implementation {impl.name!r} ({suite.spec}), lane {suite.lane!r}"]
+    versions = impl.versions()
+    if versions:
+        lines.append("conformance: versions " + ", ".join(f"{k}={v}" for k, v in versions.items()))
+    env = _set_env()
+    lines.append("conformance: environment " + (", ".join(f"{k}={v}" for k, v in env.items()) or "(none set)"))
+    return lines
 
 
 def _set_env() -> dict[str, str]:
     return {k: v for k, v in sorted(os.environ.items()) if k.startswith(_ENV_PREFIXES)}
 
 
-def _hypothesis_profiles() -> None:
-    """``ci`` (derandomized, no deadline) under CI=true; ``dev`` otherwise.
-
-    Override with ``HYPOTHESIS_PROFILE``. Compiling is slow, so property tests that compile keep
-    their own small ``max_examples``.
-    """
+def is_conformance_item(item: pytest.Item) -> bool:
+    """A test of this package (however it was collected: a path, ``--pyargs``, an installed copy)."""
     try:
-        from hypothesis import HealthCheck, settings
-    except ImportError:  # hypothesis is a test extra
+        return item.path.resolve().is_relative_to(_PACKAGE_DIR) and item.path.name.startswith("test_")
+    except OSError:
+        return False
+
+
+def test_id(item: pytest.Item) -> str:
+    """``test_module.py::test_name[param]``: the id reports and expectation files use. pytest's own
+    node id depends on how the suite was collected (a path, ``--pyargs``, the rootdir)."""
+    return f"{item.path.name}::{item.nodeid.split('::', 1)[1]}"
+
+
+def _module(item: pytest.Item) -> str:
+    return item.path.stem.removeprefix("test_")
+
+
+# --- collection: capability skips, expectations ----------------------------------------------------
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+    ours = [item for item in items if is_conformance_item(item)]
+    if not ours:
         return
-    common = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
-    settings.register_profile("ci", derandomize=True, print_blob=True, **common)
-    settings.register_profile("dev", **common)
-    default = "ci" if os.environ.get("CI", "").lower() in ("1", "true", "yes") else "dev"
-    settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", default))
+    suite = config.stash[SUITE]
+    impl = suite.impl()
+    expected = suite.expectations()
+    by_module = {m: c.name for c in CAPABILITIES.values() for m in c.modules}
+    for index, item in enumerate(ours):
+        item.user_properties.append((ITEM_PROPERTY, test_id(item)))
+        _support.setup_item(item, index)
+        groups = [by_module[_module(item)]] if _module(item) in by_module else []
+        for marker in item.iter_markers("capability"):
+            groups.extend(marker.args)
+        missing = missing_capabilities(impl, groups)
+        if missing:
+            reason = "; ".join(f"{CAPABILITIES[g].contract} (capability {g!r}: {', '.join(m)} not implemented)"
+                               for g, m in missing.items())
+            item.add_marker(pytest.mark.skip(reason=f"not supported by {impl.name}: {reason}"))
+            continue
+        known = expected.reason_for(test_id(item))
+        if known is not None:
+            item.add_marker(pytest.mark.xfail(reason=f"known failure of {impl.name}: {known}", strict=True))
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    _hypothesis_profiles()
-    config.addinivalue_line("markers", "contract(name): the contract of the backend reference a test checks")
-    config.addinivalue_line("markers", "support(table, item): the support-matrix row a probe fills (conformance/support.py)")
-    spec = config.getoption("--impl") or os.environ.get("CONFORMANCE_IMPL")
-    impl = load_implementation(spec)
-    config.stash[_IMPL_KEY] = impl
-    config.stash[_RESULTS_KEY] = {"spec": spec or DEFAULT_IMPL}
-    snapshots.set_implementation(impl.name)
-    scratch = None
-    for var, sub in _CACHE_VARS.items():
-        if var not in os.environ:
-            scratch = scratch or tempfile.mkdtemp(prefix="conformance-")
-            os.environ[var] = os.path.join(scratch, sub)
+# --- NotSupported is a skip wherever it is raised ------------------------------------------------
 
 
-def pytest_report_header(config: pytest.Config) -> list[str]:
-    impl = config.stash.get(_IMPL_KEY, None)
-    if impl is None:
-        return []
-    lines = [f"conformance: implementation {impl.name!r} ({config.stash[_RESULTS_KEY]['spec']})"]
-    versions = impl.versions()
-    if versions:
-        lines.append("conformance: versions " + ", ".join(f"{k}={v}" for k, v in versions.items()))
-    env = {k: v for k, v in _set_env().items()}
-    lines.append("conformance: environment " + (", ".join(f"{k}={v}" for k, v in env.items()) or "(none set)"))
-    return lines
-
-
-@pytest.fixture(scope="session")
-def impl(pytestconfig: pytest.Config) -> Implementation:
-    """The implementation under test."""
-    return pytestconfig.stash[_IMPL_KEY]
-
-
-@pytest.fixture(autouse=True)
-def _fresh_dynamo(request: pytest.FixtureRequest):
-    """Each test starts from a Dynamo with no compiled frames."""
-    impl = request.config.stash.get(_IMPL_KEY, None)
-    if impl is not None:
-        impl.reset()
-    yield
-
-
-def _skip_reason(impl_name: str, exc: NotSupported) -> str:
-    return f"not supported by {impl_name}: {exc}"
+def _skip_for(item: pytest.Item, exc: NotSupported):
+    """The skip for ``exc`` raised in ``item``; a failure when the item is a support probe whose
+    declared status says the row is available."""
+    suite = item.config.stash[SUITE]
+    reason = f"not supported by {suite.impl().name}: {exc}"
+    marker = item.get_closest_marker("support")
+    if marker is not None:
+        declared = _support.declared_status(suite.impl(), *marker.args)
+        if declared not in (None, _support.UNSUPPORTED):
+            pytest.fail(f"support row {marker.args[0]}/{marker.args[1]!r}: declared {declared}, but the adapter "
+                        f"raised NotSupported: {exc}", pytrace=False)
+    try:
+        pytest.skip(reason)
+    except pytest.skip.Exception as skip:
+        skip._use_item_location = True  # report the test's location, not this hook's
+        raise
 
 
 @pytest.hookimpl(wrapper=True)
-def pytest_pyfunc_call(pyfuncitem: pytest.Function):
+def pytest_runtest_setup(item: pytest.Item):
     try:
         return (yield)
     except NotSupported as exc:
-        pytest.skip(_skip_reason(pyfuncitem.config.stash[_IMPL_KEY].name, exc))
+        _skip_for(item, exc)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item):
+    try:
+        return (yield)
+    except NotSupported as exc:
+        _skip_for(item, exc)
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_fixture_setup(fixturedef, request):
+    """A fixture that raises NotSupported caches the skip, not the exception, so every test that
+    shares a module- or session-scoped fixture skips with the reason instead of erroring."""
     try:
         return (yield)
     except NotSupported as exc:
-        pytest.skip(_skip_reason(request.config.stash[_IMPL_KEY].name, exc))
+        try:
+            pytest.skip(f"not supported by {request.config.stash[SUITE].impl().name}: {exc}")
+        except pytest.skip.Exception as skip:
+            skip._use_item_location = True
+            fixturedef.cached_result = (None, fixturedef.cache_key(request), (skip, skip.__traceback__))
+            raise
 
 
-def _is_conformance(nodeid: str) -> bool:
-    path = nodeid.split("::", 1)[0]
-    return Path(path).parent.name == "conformance" and Path(path).name.startswith("test_")
+# --- results, gathered on the controller -----------------------------------------------------------
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_runtest_setup(item: pytest.Item) -> None:
-    _support.setup_item(item)
+class Results:
+    """The outcomes of one session's conformance tests, by test id (a plugin object registered at
+    configure; under xdist the controller receives every worker's reports)."""
+
+    def __init__(self, suite: Suite) -> None:
+        self.suite = suite
+        self.tests: dict[str, dict] = {}
+        self.support = _support.Collected()
+        self.times: list[dict] = []
+        self.stale: list = []
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        props = dict(report.user_properties)
+        if ITEM_PROPERTY not in props:
+            return
+        test = props[ITEM_PROPERTY]
+        self.support.add(report)
+        if report.when == "teardown" and TIMES_PROPERTY in props:
+            self.times.extend({"test": test, "graph": g, "seconds": s} for g, s in json.loads(props[TIMES_PROPERTY]))
+        entry = self.tests.setdefault(test, {"outcome": "passed", "duration": 0.0, "message": ""})
+        entry["duration"] = round(entry["duration"] + report.duration, 3)
+        if report.when == "call" or report.failed or report.skipped:
+            outcome, message = _outcome(report)
+            if entry["outcome"] in ("passed", "skipped") or outcome == "error":
+                entry["outcome"], entry["message"] = outcome, message
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        if hasattr(session.config, "workerinput") or not self.tests:
+            return  # under xdist only the controller writes
+        from conformance import report  # the report code loads only for a run of the suite
+
+        self.stale = self.suite.expectations().stale(self.tests)
+        if self.stale and self.suite.strict and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        report.write(
+            self.suite.report_dir(),
+            impl=self.suite.impl(),
+            suite=self.suite,
+            results=self.tests,
+            support=self.support,
+            compile_times=self.times,
+            stale=[{"id": e.nodeid, "reason": e.reason} for e in self.stale],
+            environment=_set_env(),
+        )
+
+    def pytest_terminal_summary(self, terminalreporter) -> None:
+        if not self.tests or hasattr(self.suite.config, "workerinput"):
+            return
+        strict = self.suite.strict
+        for e in self.stale:
+            terminalreporter.write_line(
+                f"{'ERROR' if strict else 'WARNING'} conformance: stale expectation {e.nodeid!r} ({e.reason}): "
+                "no such test ran in its module", red=strict, yellow=not strict,
+            )
+        terminalreporter.write_line(f"conformance: reports in {self.suite.report_dir()}")
 
 
-def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    if not _is_conformance(report.nodeid):
-        return
-    _SUPPORT.add(report)
-    entry = _RESULTS.setdefault(report.nodeid, {"outcome": "passed", "duration": 0.0, "reason": ""})
-    entry["duration"] = round(entry["duration"] + report.duration, 3)
+def _outcome(report: pytest.TestReport) -> tuple[str, str]:
+    """(outcome, message) of one phase's report: the skip reason, the failure's message (not a
+    file:line), or the reason a known failure is expected."""
+    if hasattr(report, "wasxfail"):
+        if report.skipped:
+            crash = getattr(report.longrepr, "reprcrash", None)
+            return "xfailed", report.wasxfail + (f"; it failed with: {crash.message[:2000]}" if crash else "")
+        return "xpassed", report.wasxfail
     if report.skipped:
-        entry["outcome"] = "skipped"
-        if isinstance(report.longrepr, tuple) and len(report.longrepr) == 3:
-            entry["reason"] = str(report.longrepr[2]).removeprefix("Skipped: ")
-    elif report.failed:
-        entry["outcome"] = "failed" if report.when == "call" else "error"
-        text = (report.longreprtext or "").strip().splitlines()
-        entry["reason"] = text[-1][:300] if text else ""
-
-
-# Outcomes by test id, filled on the controller (xdist forwards every worker's reports to it).
-_RESULTS: dict[str, dict] = {}
-_SUPPORT = _support.Collected()
-
-
-def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    config = session.config
-    if hasattr(config, "workerinput"):
-        return  # under xdist only the controller writes
-    tests = _RESULTS
-    if not tests:
-        return
-    impl = config.stash[_IMPL_KEY]
-    report_dir = Path(
-        config.getoption("--report-dir") or os.environ.get("CONFORMANCE_REPORT_DIR") or (config.rootpath / "reports")
-    )
-    out = report_dir / impl.name
-    out.mkdir(parents=True, exist_ok=True)
-    summary = _summarize(impl, config, tests)
-    _atomic_write(out / "summary.json", json.dumps(summary, indent=2, sort_keys=True) + "\n")
-    _atomic_write(out / "summary.md", render_markdown(summary))
-    if _SUPPORT.observations:
-        _atomic_write(out / "support.md", _support.render(impl.name, summary["versions"], _SUPPORT.observations, _SUPPORT.order()))
-
-
-def _summarize(impl: Implementation, config: pytest.Config, tests: dict) -> dict:
-    totals: dict[str, int] = {"passed": 0, "failed": 0, "skipped": 0, "error": 0}
-    contracts: dict[str, dict[str, int]] = {}
-    for nodeid, entry in tests.items():
-        totals[entry["outcome"]] = totals.get(entry["outcome"], 0) + 1
-        module = Path(nodeid.split("::", 1)[0]).stem.removeprefix("test_")
-        c = contracts.setdefault(module, {"passed": 0, "failed": 0, "skipped": 0, "error": 0})
-        c[entry["outcome"]] = c.get(entry["outcome"], 0) + 1
-    return {
-        "implementation": impl.name,
-        "spec": config.stash[_RESULTS_KEY]["spec"],
-        "versions": impl.versions(),
-        "environment": _set_env(),
-        "finished": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "totals": totals,
-        "contracts": dict(sorted(contracts.items())),
-        "tests": [{"nodeid": k, **v} for k, v in sorted(tests.items())],
-    }
-
-
-def render_markdown(summary: dict) -> str:
-    t = summary["totals"]
-    lines = [
-        f"# Conformance: {summary['implementation']}",
-        "",
-        f"Implementation `{summary['spec']}`, finished {summary['finished']}.",
-        "",
-        "Versions: " + (", ".join(f"{k} `{v}`" for k, v in summary["versions"].items()) or "(none reported)"),
-        "",
-        f"**{t['passed']} passed, {t['failed']} failed, {t['error']} errors, {t['skipped']} skipped**",
-        "",
-        "| contract | passed | failed | errors | skipped |",
-        "|---|---:|---:|---:|---:|",
-    ]
-    for name, c in summary["contracts"].items():
-        lines.append(f"| {name} | {c['passed']} | {c['failed']} | {c['error']} | {c['skipped']} |")
-    problems = [x for x in summary["tests"] if x["outcome"] != "passed"]
-    if problems:
-        lines += ["", "## Not passed", "", "| test | outcome | reason |", "|---|---|---|"]
-        for x in problems:
-            reason = x["reason"].replace("|", "\\|").replace("\n", " ")
-            lines.append(f"| `{x['nodeid']}` | {x['outcome']} | {reason} |")
-    return "\n".join(lines) + "\n"
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+        reason = str(report.longrepr[2]) if isinstance(report.longrepr, tuple) and len(report.longrepr) == 3 else ""
+        return "skipped", reason.removeprefix("Skipped: ")
+    if report.failed:
+        crash = getattr(report.longrepr, "reprcrash", None)
+        message = crash.message if crash is not None else (report.longreprtext or "").strip()
+        return ("failed" if report.when == "call" else "error"), message[:4000]
+    return "passed", ""

@@ -1,15 +1,19 @@
-"""The support matrix, made from what a run observed.
+"""The support matrix: what a run observed, checked against what the implementation declares.
 
 Probe tests (``conformance/test_backend_support.py``) each try one parameter, API, graph-break rule,
 environment variable or helper symbol against the implementation and record what they saw with
-:func:`record`: a status (:data:`STATUSES`) and a note. The note says what the probe did and what
-happened, in the probe's words. Nothing here knows which status a row "should" have.
+:meth:`Recorder.record`: a status (:data:`STATUSES`) and a note saying what the probe did and what
+happened. The implementation declares the status it expects for every row
+(:meth:`~conformance.implementation.Implementation.expected_support`; the reference declares the
+seeds' table): an observation that disagrees fails the probe naming the row, and so does a row the
+declaration leaves out. Without any declaration the probes still observe and fill the report, but
+each is reported as a skip saying its status was not asserted.
 
 The observations travel on the test reports (``user_properties``, so they cross ``pytest -n``
 workers), and at the end of the run the plugin calls :func:`render` to write
-``reports/<impl>/support.md`` with the backend reference's columns. A probe the implementation
-could not run (``NotSupported``) becomes ``Unsupported`` with the adapter's reason; a probe that
-crashed becomes ``Unknown`` with the error, so a broken probe is visible rather than hidden.
+``support.md`` with the backend reference's columns. A probe the implementation could not run
+(``NotSupported``) becomes ``Unsupported`` with the adapter's reason; a probe that crashed becomes
+``Unknown`` with the error, so a broken probe is visible rather than hidden.
 
 Row names come from the probes themselves; :data:`TABLES` only fixes the order and the titles of
 the tables.
@@ -21,6 +25,8 @@ import json
 from typing import Any, Iterable
 
 import pytest
+
+from conformance.implementation import Implementation, NotSupported
 
 SUPPORTED = "Supported"
 UNSUPPORTED = "Unsupported"
@@ -47,11 +53,31 @@ def support_marker(table: str, item: str):
     return pytest.mark.support(table, item)
 
 
-class Recorder:
-    """Handed to a probe test (fixture ``support``); ``record`` stores the observation."""
+def declared(impl: Implementation) -> dict[str, dict[str, str]] | None:
+    """The matrix ``impl`` declares (table -> row -> status), or ``None`` when it declares none."""
+    try:
+        matrix = impl.expected_support()
+    except NotSupported:
+        return None
+    bad = {(t, r): v for t, rows in matrix.items() for r, v in rows.items() if v not in STATUSES}
+    if bad:
+        raise ValueError(f"{impl.name}: expected_support() has statuses outside {STATUSES}: {bad}")
+    return {t: dict(rows) for t, rows in matrix.items()}
 
-    def __init__(self, node: pytest.Item, table: str, item: str) -> None:
+
+def declared_status(impl: Implementation, table: str, item: str) -> str | None:
+    """The status ``impl`` declares for one row; ``None`` when it declares none for it."""
+    matrix = declared(impl)
+    return None if matrix is None else matrix.get(table, {}).get(item)
+
+
+class Recorder:
+    """Handed to a probe test (fixture ``support``); :meth:`record` stores the observation and
+    asserts it against the implementation's declared status for the row."""
+
+    def __init__(self, node: pytest.Item, impl: Implementation, table: str, item: str) -> None:
         self._node = node
+        self._impl = impl
         self.table = table
         self.item = item
         self.recorded = False
@@ -59,18 +85,30 @@ class Recorder:
     def record(self, status: str, notes: str) -> None:
         if status not in STATUSES:
             raise ValueError(f"status must be one of {STATUSES}, got {status!r}")
-        payload = {"table": self.table, "item": self.item, "status": status, "notes": " ".join(notes.split())}
+        matrix = declared(self._impl)
+        want = None if matrix is None else matrix.get(self.table, {}).get(self.item)
+        notes = " ".join(notes.split())
+        payload = {"table": self.table, "item": self.item, "status": status, "notes": notes, "declared": want}
         self._node.user_properties.append((PROPERTY, json.dumps(payload)))
         self.recorded = True
+        row = f"support row {self.table}/{self.item!r}"
+        if matrix is None:
+            pytest.skip(f"{row}: observed {status}; {self._impl.name} declares no support matrix "
+                        "(expected_support), so the status is not asserted")
+        if want is None:
+            pytest.fail(f"{row}: observed {status}, but {self._impl.name} declares no status for it "
+                        f"(add it to expected_support): {notes}", pytrace=False)
+        if want != status:
+            pytest.fail(f"{row}: declared {want}, observed {status}: {notes}", pytrace=False)
 
 
 def observation_from_report(report: pytest.TestReport) -> dict[str, Any] | None:
     """The observation a probe recorded, or one made from a skip or a crash; ``None`` otherwise."""
     marker = dict(report.user_properties).get(PROPERTY) if report.user_properties else None
-    if marker is not None and report.when == "call" and report.passed:
+    if marker is not None and report.when == "call":
         return json.loads(marker)
     row = dict(report.user_properties).get("conformance_support_row")
-    if row is None:
+    if row is None or report.when == "teardown":
         return None
     table, item = json.loads(row)
     if report.skipped:
@@ -134,15 +172,15 @@ def render(implementation: str, versions: dict[str, str], observations: Iterable
 ROW_PROPERTY = "conformance_support_row"
 
 
-def setup_item(item: pytest.Item) -> None:
-    """Tag a probe's reports with its row, so a skip or a crash still lands in the matrix."""
+def setup_item(item: pytest.Item, index: int) -> None:
+    """Tag a probe's reports with its row and collection index, so a skip or a crash still lands
+    in the matrix, in probe order."""
     marker = item.get_closest_marker("support")
     if marker is None:
         return
     table, name = marker.args
     if not any(k == ROW_PROPERTY for k, _ in item.user_properties):
         item.user_properties.append((ROW_PROPERTY, json.dumps([table, name])))
-        index = item.session.items.index(item) if item in item.session.items else 0
         item.user_properties.append(("conformance_support_order", str(index)))
 
 
@@ -174,4 +212,4 @@ def support(request: pytest.FixtureRequest) -> Recorder:
     if marker is None:
         raise pytest.UsageError(f"{request.node.nodeid} uses the support fixture without a support marker")
     table, item = marker.args
-    return Recorder(request.node, table, item)
+    return Recorder(request.node, request.getfixturevalue("impl"), table, item)

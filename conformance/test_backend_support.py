@@ -1,13 +1,14 @@
-"""Probes that make the support matrix (``reports/<impl>/support.md``).
+"""Probes that make the support matrix (``reports/<impl>/<lane>/support.md``).
 
 Each test tries one row of the backend reference's tables (a ``torch.compile`` parameter, a
 ``torch.compiler`` API, a forced graph break, an environment variable, a helper symbol) against the
 implementation, through the adapter only, and records the status it observed with a note saying
-what it did. The tests pass whatever the status; they fail when the probe itself sees something
-wrong (a compiled result that differs from eager, a crash the probe did not expect). Rows an
-adapter cannot run are skipped with its reason and appear as Unsupported.
+what it did. The status is asserted against the one the implementation declares for the row
+(``expected_support``): a disagreement fails naming the row. A probe also fails when it sees
+something wrong itself (a compiled result that differs from eager). Rows an adapter cannot run are
+skipped with its reason and appear as Unsupported (a failure if the row is declared available).
 
-These probes observe; the contract tests (``test_backend_contract.py``) assert.
+The contract tests (``test_backend_contract.py``) assert the behaviour behind the rows in detail.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import warnings
 import pytest
 import torch
 
+from conformance.implementation import NotSupported
 from conformance.support import PARTIAL, SUPPORTED, UNSUPPORTED, support_marker
 from conformance.tolerances import assert_close
 
@@ -172,7 +174,7 @@ def test_name(impl, support):
     _runs(impl.torch_compile(_fn, name="conformance_probe_region"))
     try:
         api = impl.helper_api()
-    except Exception:  # noqa: BLE001 - NotSupported: propagation cannot be observed
+    except NotSupported:  # propagation cannot be observed through this adapter
         support.record(PARTIAL, "Accepted without an error; whether it reaches artifacts is not observable through this adapter.")
         return
     names = [m.graph_name + m.model_name for m in api.get_dynamo_metrics()]

@@ -23,10 +23,13 @@ import subprocess
 import sys
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 import neuron_fixtures
+from conformance.child import raise_if_not_supported
+from conformance.plugin import SUITE
+from conformance.properties import settings
 
 # --- strategies ------------------------------------------------------------------------------------
 
@@ -198,11 +201,11 @@ def test_values_stay_paired_with_their_flags(impl, hlos, specs, data):
     b = "2" if a == "1" else "1"
     if other_flag == "--lnc":  # the same flag twice: order decides which value wins
         first, second = [lnc, a, "--target", "trn2"], ["--target", "trn2", lnc, b]
-        _differ(impl, _case(hlos[0], first, specs), _case(hlos[0], second, specs), "--lnc with another value")
-        return
-    first = [lnc, a, other_flag, b]
-    second = [lnc, b, other_flag, a]
-    _differ(impl, _case(hlos[0], first, specs), _case(hlos[0], second, specs), "values swapped between two flags")
+        what = "--lnc with another value"
+    else:
+        first, second = [lnc, a, other_flag, b], [lnc, b, other_flag, a]
+        what = "values swapped between two flags"
+    _differ(impl, _case(hlos[0], first, specs), _case(hlos[0], second, specs), what)
 
 
 def test_the_target_changes_the_key(impl, hlos):
@@ -293,9 +296,7 @@ def _batch(hlos) -> list[dict]:
 
 
 def test_keys_are_identical_across_fresh_processes_seeds_directories_and_ranks(impl, hlos, pytestconfig, tmp_path):
-    from conformance.plugin import _RESULTS_KEY
-
-    spec = pytestconfig.stash[_RESULTS_KEY]["spec"]
+    spec = pytestconfig.stash[SUITE].spec
     cases = _batch(hlos)
     inp = tmp_path / "cases.json"
     inp.write_text(json.dumps(cases))
@@ -315,6 +316,7 @@ def test_keys_are_identical_across_fresh_processes_seeds_directories_and_ranks(i
         procs[tag] = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     for tag, proc in procs.items():
         out, _ = proc.communicate(timeout=600)
+        raise_if_not_supported(proc.returncode, out, f"{tag}: key child")
         assert proc.returncode == 0, f"{tag}: key child failed:\n{out[-3000:]}"
         got = json.loads((tmp_path / f"{tag}.json").read_text())
         diffs = [i for i, (a, b) in enumerate(zip(got, expected)) if a != b]

@@ -24,6 +24,8 @@ import pytest
 import torch
 
 import neuron_fixtures
+from conformance.child import raise_if_not_supported
+from conformance.plugin import SUITE
 from conformance.tolerances import assert_close
 
 FIXTURE = "mlp"
@@ -31,9 +33,7 @@ CHILD_TIMEOUT = 600
 
 
 def _spec(pytestconfig) -> str:
-    from conformance.plugin import _RESULTS_KEY
-
-    return pytestconfig.stash[_RESULTS_KEY]["spec"]
+    return pytestconfig.stash[SUITE].spec
 
 
 class Child:
@@ -61,6 +61,7 @@ class Child:
             self.kill()
             pytest.fail(f"child {self.pid} did not finish in {timeout} s (a hang)")
         self.log.close()
+        raise_if_not_supported(rc, open(self.out + ".log").read(), f"child {self.pid}")
         if not os.path.exists(self.out):
             pytest.fail(f"child {self.pid} exited with {rc} and wrote no result:\n{open(self.out + '.log').read()[-4000:]}")
         data = json.load(open(self.out))

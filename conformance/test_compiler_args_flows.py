@@ -144,12 +144,14 @@ def test_explicit_caller_level_disables_the_policy_for_every_graph(impl, isolate
 # --- deferred flow -----------------------------------------------------------------------------------
 
 
+@pytest.mark.capability("capture")
 def test_trace_jobs_carry_the_resolved_list(deferred, in_process):
     for g, job in zip(TYPES, deferred["jobs"]):
         assert len(job) == 3
         assert job[2] == in_process[g]["resolved"], g
 
 
+@pytest.mark.capability("capture")
 def test_decode_graph_gets_the_same_list_and_key_in_both_flows(deferred, in_process):
     traced = deferred["traced"]["decode"]
     assert traced["ok"], traced["error"]
@@ -159,6 +161,7 @@ def test_decode_graph_gets_the_same_list_and_key_in_both_flows(deferred, in_proc
     assert captured["cache_key"] == inproc["cache_key"]
 
 
+@pytest.mark.capability("capture")
 @pytest.mark.parametrize("graph_type", ["encoder", "jf", "prefill"])
 def test_every_graph_keys_the_same_in_both_flows(deferred, in_process, graph_type):
     traced = deferred["traced"][graph_type]
@@ -167,6 +170,7 @@ def test_every_graph_keys_the_same_in_both_flows(deferred, in_process, graph_typ
     assert captured["cache_key"] == _one_graph(in_process[graph_type], graph_type)["cache_key"]
 
 
+@pytest.mark.capability("capture")
 def test_parallel_compile_reads_the_recorded_lists(deferred, in_process):
     by_key = {r["cache_key"]: r for r in deferred["compiled"]}
     assert all(r["ok"] for r in deferred["compiled"]), deferred["compiled"]
@@ -177,6 +181,7 @@ def test_parallel_compile_reads_the_recorded_lists(deferred, in_process):
         assert _level(by_key[key]["compiler_args"]) == _level(_one_graph(in_process[g], g)["compiler_args"])
 
 
+@pytest.mark.capability("capture")
 def test_serving_after_parallel_compile_is_a_cache_hit(impl, deferred, monkeypatch):
     for var in ("TORCH_NEURONX_NEFF_CACHE_DIR", "TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR"):
         monkeypatch.setenv(var, deferred["env"][var])
@@ -189,6 +194,7 @@ def test_serving_after_parallel_compile_is_a_cache_hit(impl, deferred, monkeypat
         assert_close(result["outputs"], runner.eager(g, runner.example(g)), what=g)
 
 
+@pytest.mark.capability("capture")
 def test_forked_children_see_their_own_jobs_arguments(impl, deferred, tmp_path):
     model, kwargs, _ = deferred["jobs"][TYPES.index("prefill")]
     jobs = [(model, kwargs, [*BASE, "-O2"]), (model, kwargs, [*BASE, "-O3", "--auto-cast", "all"]), (model, kwargs)]
@@ -212,6 +218,7 @@ def _raise(**_):
     raise RuntimeError("boom in the traced model")
 
 
+@pytest.mark.capability("capture")
 def test_a_failing_child_is_reported_with_its_job_and_never_hangs(impl, deferred, tmp_path):
     model, kwargs, args = deferred["jobs"][TYPES.index("prefill")]
     jobs = [(_raise, {}, ["-O2"]), (model, kwargs, args), (_crash, {}, None), (_hang, {})]
@@ -225,6 +232,7 @@ def test_a_failing_child_is_reported_with_its_job_and_never_hangs(impl, deferred
         assert str(i) in results[i]["identity"] and results[i]["error"], results[i]
 
 
+@pytest.mark.capability("capture")
 def test_old_cache_directory_compiles_with_the_base_arguments(impl, isolated_cache, tmp_path):
     old = impl.legacy_capture_dir(str(tmp_path / "old"))
     staged = impl.staged_metadata(old)
@@ -287,6 +295,7 @@ def _reviewable(meta: dict) -> dict:
     return out
 
 
+@pytest.mark.capability("capture")
 @pytest.mark.parametrize("graph_type", ["decode", "jf"])
 def test_staged_metadata_snapshot(impl, deferred, graph_type, snapshot):
     key = deferred["traced"][graph_type]["captured"][0]["cache_key"]

@@ -12,8 +12,10 @@ import shlex
 import threading
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
+
+from conformance.properties import settings
 
 pytestmark = pytest.mark.contract("per-graph compiler arguments")
 

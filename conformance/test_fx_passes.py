@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import pytest
 import torch
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 import neuron_fixtures
-from conformance.snapshots import JsonSnapshotExtension, _PerImplementation
+from conformance.properties import settings
+from conformance.snapshots import JsonSnapshotExtension, TextSnapshotExtension
 from conformance.tolerances import assert_close
 
 DEFAULT_ORDER = [
@@ -30,18 +31,9 @@ DEFAULT_ORDER = [
 ]
 
 
-class _TextSnapshot(_PerImplementation):
-    file_extension = "txt"
-
-    def serialize(self, data, **kwargs) -> str:
-        if not isinstance(data, str):
-            raise TypeError(f"a .txt snapshot takes text, got {type(data).__name__}")
-        return data if data.endswith("\n") else data + "\n"
-
-
 @pytest.fixture
 def text_snapshot(snapshot):
-    return snapshot.use_extension(_TextSnapshot)
+    return snapshot.use_extension(TextSnapshotExtension)
 
 
 @pytest.fixture

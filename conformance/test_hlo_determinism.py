@@ -17,6 +17,8 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 import neuron_fixtures
+from conformance.child import raise_if_not_supported
+from conformance.plugin import SUITE
 
 NAMES = neuron_fixtures.names()
 
@@ -28,15 +30,14 @@ def _lower_in_child(impl_spec: str, tmp_path, seed: str, tag: str) -> dict:
     env = {**os.environ, "PYTHONHASHSEED": seed}
     cmd = [sys.executable, "-m", "conformance._lower_child", "--impl", impl_spec, "--out", str(out), *NAMES]
     proc = subprocess.run(cmd, cwd=workdir, env=env, capture_output=True, text=True, timeout=600)
+    raise_if_not_supported(proc.returncode, proc.stderr, "lowering child")
     assert proc.returncode == 0, f"lowering child failed:\n{proc.stderr[-4000:]}"
     return json.loads(out.read_text())
 
 
 @pytest.fixture(scope="module")
 def two_processes(pytestconfig, tmp_path_factory):
-    from conformance.plugin import _RESULTS_KEY
-
-    spec = pytestconfig.stash[_RESULTS_KEY]["spec"]
+    spec = pytestconfig.stash[SUITE].spec
     tmp = tmp_path_factory.mktemp("determinism")
     with ThreadPoolExecutor(2) as pool:
         a = pool.submit(_lower_in_child, spec, tmp, "0", "a")

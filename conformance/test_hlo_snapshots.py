@@ -1,7 +1,9 @@
 """Contract: the StableHLO of every fixture, as reviewed text (one ``.mlir`` file per fixture).
 
-A change in lowering shows up as a diff of these files in review. Update them deliberately with
-``pytest conformance/test_hlo_snapshots.py --snapshot-update``.
+A change in lowering shows up as a diff of these files in review; the first line of each file
+summarises the op histogram and the ``@main`` signature and is compared on its own first. Update
+them deliberately with ``pytest conformance/test_hlo_snapshots.py --snapshot-update`` (only this
+implementation's tree is written), and review with ``make snapshot-review BASE=<git ref>``.
 """
 
 from __future__ import annotations
@@ -9,17 +11,12 @@ from __future__ import annotations
 import pytest
 
 import neuron_fixtures
-from conformance.snapshots import MlirSnapshotExtension
-
-
-@pytest.fixture
-def mlir_snapshot(snapshot):
-    return snapshot.use_extension(MlirSnapshotExtension)
+from conformance.snapshots import assert_mlir
 
 
 @pytest.mark.parametrize("name", neuron_fixtures.names())
-def test_stablehlo_snapshot(impl, mlir_snapshot, name):
+def test_stablehlo_snapshot(impl, snapshot, name):
     model, args = neuron_fixtures.build(name)
     graphs = impl.lower(model, args)
     text = "".join(f"// graph {i} of {len(graphs)}\n{g}" for i, g in enumerate(graphs))
-    assert text == mlir_snapshot
+    assert_mlir(snapshot, text)

@@ -13,14 +13,14 @@ Each world size is launched once per module (``conformance.launcher``) and runs 
 
 from __future__ import annotations
 
-import os
 import re
 
 import pytest
 
 from conformance.implementation import NotSupported
 from conformance.launcher import launch
-from conformance.snapshots import MlirSnapshotExtension
+from conformance.plugin import SUITE
+from conformance.snapshots import assert_mlir
 from conformance.tolerances import assert_close
 
 # One launch per world size per module: under xdist keep the module on one worker (--dist loadgroup).
@@ -32,8 +32,8 @@ SCENARIOS_8 = ["collectives"]
 LAUNCH_TIMEOUT = 900.0
 
 
-def _spec(config) -> str | None:
-    return config.getoption("--impl") or os.environ.get("CONFORMANCE_IMPL")
+def _spec(config) -> str:
+    return config.stash[SUITE].spec
 
 
 def _fresh_cache_env(request, world: int) -> dict[str, str]:
@@ -89,11 +89,6 @@ def scenario(results: list[dict], name: str) -> list[dict]:
     return per_rank
 
 
-@pytest.fixture
-def mlir_snapshot(snapshot):
-    return snapshot.use_extension(MlirSnapshotExtension)
-
-
 # --- the sharded model equals the unsharded one ------------------------------------------------
 
 @pytest.mark.parametrize("world", [2, 4])
@@ -144,15 +139,15 @@ def test_two_d_mesh_hashes_identically_although_group_names_differ(world4):
     assert groups and set(groups) == {"[[0, 1], [2, 3]]"}, groups
 
 
-def test_sharded_decoder_program_snapshot(world2, mlir_snapshot):
+def test_sharded_decoder_program_snapshot(world2, snapshot):
     """Reviewed once for all ranks (the invariance test above makes rank 0's text everyone's)."""
     texts = scenario(world2, "decoder_spmd")[0]["texts"]
-    assert "".join(f"// graph {i} of {len(texts)}\n{t}" for i, t in enumerate(texts)) == mlir_snapshot
+    assert_mlir(snapshot, "".join(f"// graph {i} of {len(texts)}\n{t}" for i, t in enumerate(texts)))
 
 
-def test_two_d_mesh_collectives_snapshot(world4, mlir_snapshot):
+def test_two_d_mesh_collectives_snapshot(world4, snapshot):
     texts = scenario(world4, "collectives")[0]["texts"]
-    assert "".join(f"// graph {i} of {len(texts)}\n{t}" for i, t in enumerate(texts)) == mlir_snapshot
+    assert_mlir(snapshot, "".join(f"// graph {i} of {len(texts)}\n{t}" for i, t in enumerate(texts)))
 
 
 # --- one artifact for the world, and the fan-out of the MPMD twin --------------------------------

@@ -3,17 +3,22 @@ compiled model is called), the trace jobs are only built."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 
 from neuron_fixtures.policy import PolicyVLM, StringPolicyVLM
-from reference.compiler.scope import apply_scoped_compiler_args
+from reference.compiler.scope import apply_scoped_compiler_args, scoped_compiler_args
 from reference.runner import CompilerArgsPolicyError, NeuronModelRunner, NeuronWorker, UnknownGraphTypeError
+from reference.runner.compiler_args_ctx import with_optimization_level
 
 BASE = ["--model-type", "transformer"]
+# The reference's helpers, handed to the policy fixtures (they import no implementation).
+HELPERS = SimpleNamespace(scoped_compiler_args=scoped_compiler_args, with_optimization_level=with_optimization_level)
 
 
 def _runner(model=None, **kw):
-    return NeuronModelRunner(model or PolicyVLM(), compiler_args=BASE, **kw).load_model()
+    return NeuronModelRunner(model or PolicyVLM(HELPERS), compiler_args=BASE, **kw).load_model()
 
 
 def test_policy_on_without_explicit_level():
@@ -56,7 +61,7 @@ def test_model_encoder_scope_uses_stamped_base():
 
 def test_bad_policy_and_graph_type_errors_name_the_graph_type():
     with pytest.raises(CompilerArgsPolicyError, match="'decode'.*list of strings"):
-        _runner(StringPolicyVLM()).resolve_graph_compiler_args("decode")
+        _runner(StringPolicyVLM(HELPERS)).resolve_graph_compiler_args("decode")
     with pytest.raises(UnknownGraphTypeError, match="'vision'"):
         _runner().resolve_graph_compiler_args("vision")
 
@@ -74,4 +79,4 @@ def test_worker_jobs_carry_the_resolved_list():
 
 def test_unknown_mode_is_refused():
     with pytest.raises(ValueError, match="mode"):
-        NeuronModelRunner(PolicyVLM(), mode="xla")
+        NeuronModelRunner(PolicyVLM(HELPERS), mode="xla")

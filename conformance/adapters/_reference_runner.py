@@ -1,4 +1,4 @@
-"""The reference's policy runner, shaped for the conformance suite (issue 6 adapter)."""
+"""The reference's policy runner, shaped for the conformance suite's compiler-args adapter methods."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ import torch
 
 
 class ReferencePolicyRunner:
-    def __init__(self, policy: str, mode: str, compiler_args, optimization_level) -> None:
+    def __init__(self, helpers, policy: str, mode: str, compiler_args, optimization_level) -> None:
         from neuron_fixtures.policy import build_policy_model
         from reference.runner import NeuronModelRunner, NeuronWorker
 
-        self.model = build_policy_model(policy)
+        self.model = build_policy_model(helpers, policy)
         self.runner = NeuronModelRunner(
             self.model, compiler_args=compiler_args, optimization_level=optimization_level, mode=mode
         ).load_model()

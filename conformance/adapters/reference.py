@@ -1,16 +1,96 @@
-"""The adapter for this project's reference implementation (the default ``--impl``)."""
+"""The adapter for this project's reference implementation (the default implementation)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 import torch
 
 from conformance.implementation import Implementation
 
+_PACKAGE = Path(__file__).resolve().parent.parent
+
+_S, _P, _U = "Supported", "Partial", "Unsupported"
+
+#: The seeds' support tables for ``backend="neuron"``: parameters and ``torch.compiler`` APIs as
+#: the backend reference lists them; graph breaks, variables and helper symbols are behaviours it
+#: specifies (Supported), except rows whose probe can only see part of the behaviour in-process
+#: (the cache variables' effect is the cache contract's; an execution error needs a device).
+SEED_SUPPORT: dict[str, dict[str, str]] = {
+    "parameters": {
+        "model": _S, "fullgraph": _S, "dynamic": _U, "backend": _S, "mode": _U, "options": _P, "name": _U,
+        "disable": _S, "recompile_limit": _S, "isolate_recompiles": _S, "shapes_spec": _U,
+    },
+    "apis": {
+        **dict.fromkeys(
+            ["compile", "reset", "allow_in_graph", "substitute_in_graph", "assume_constant_result", "list_backends",
+             "disable", "set_default_backend", "get_default_backend", "set_stance", "set_enable_guard_collectives",
+             "is_compiling", "is_dynamo_compiling", "is_exporting", "keep_portable_guards_unsafe",
+             "skip_guard_on_inbuilt_nn_modules_unsafe", "skip_guard_on_all_nn_modules_unsafe",
+             "keep_tensor_guards_unsafe", "skip_guard_on_globals_unsafe", "skip_all_guards_unsafe",
+             "load_cache_artifacts", "load_compiled_function", "save_cache_artifacts", "wrap_numpy"],
+            _S,
+        ),
+        "cudagraph_mark_step_begin": _U,
+        "nested_compile_region": _U,
+    },
+    "graph_breaks": dict.fromkeys(
+        ["torch.sort, torch.argsort", "torch.topk", "torch.nn.functional.grouped_mm, torch._grouped_mm",
+         "Operations with no lowering"],
+        _S,
+    ),
+    "variables": {
+        **dict.fromkeys(
+            ["TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION", "TORCH_NEURONX_DEBUG_DIR",
+             "TORCH_NEURONX_PRESERVE_COMPILATION_ARTIFACTS", "TORCH_NEURONX_COMPILE_ONLY",
+             "TORCH_NEURONX_DYNAMO_DISABLE_CPU_AUTOCOPY", "TORCH_NEURONX_RETAIN_DEVICE_MODE",
+             "NEURON_PLATFORM_TARGET_OVERRIDE", "NEURON_CC_FLAGS", "TORCH_NEURONX_ENABLE_NKI_SDPA",
+             "TORCH_NEURONX_ENABLED_METRIC_TABLES", "TORCH_NEURONX_METRICS_DIR"],
+            _S,
+        ),
+        **dict.fromkeys(
+            ["TORCH_NEURONX_NEFF_CACHE_DIR", "TORCH_NEURONX_HLO_CACHE_DIR", "TORCH_NEURONX_NEFF_DISABLE_CACHE",
+             "TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR", "TORCH_NEURONX_NEFF_CACHE_LOCK_TIMEOUT", "TORCH_CACHING_PRECOMPILE"],
+            _P,
+        ),
+    },
+    "helper_api": {
+        **dict.fromkeys(
+            ["set_model_name()", "get_model_name()", "get_rank()", "get_dynamo_metrics()", "reset_dynamo_metrics()",
+             "NEFFCompilationError"],
+            _S,
+        ),
+        "NEFFExecutionError": _P,
+    },
+}
+
 
 class ReferenceImplementation(Implementation):
     name = "reference"
+
+    def __init__(self) -> None:
+        from reference.core.metrics import METRICS
+
+        self._compile_times: list[tuple[str, float]] = []
+        METRICS.add_listener(self._on_graph)
+
+    def _on_graph(self, m) -> None:
+        self._compile_times.append((m.graph_name, m.torch_neuronx_compile_us / 1e6))
+
+    # --- reporting --------------------------------------------------------------------------------
+    def expected_support(self) -> Mapping[str, Mapping[str, str]]:
+        return SEED_SUPPORT
+
+    def expectations_file(self) -> str | None:
+        return str(_PACKAGE / "expected" / "reference.txt")
+
+    def snapshot_root(self) -> str | None:
+        return str(_PACKAGE / "goldens")
+
+    def graph_compile_times(self) -> list[tuple[str, float]]:
+        out, self._compile_times = self._compile_times, []
+        return out
 
     def versions(self) -> dict[str, str]:
         from reference.cache.key import tool_versions
@@ -38,7 +118,7 @@ class ReferenceImplementation(Implementation):
 
         return [g.hlo for g in lower_graphs(model, tuple(args))]
 
-    # --- FX passes (issue 3) -------------------------------------------------------------------
+    # --- FX passes -------------------------------------------------------------------
     def fx_pass_names(self) -> list[str]:
         from reference.fx_passes import get_default_pass_manager
 
@@ -96,7 +176,7 @@ class ReferenceImplementation(Implementation):
             torch._dynamo.reset()
         return texts
 
-    # --- backend contract: parameters, graph breaks, variables, metrics (issue 4) ---------------
+    # --- backend contract: parameters, graph breaks, variables, metrics ---------------
     def torch_compile(self, model: Callable, **kwargs: Any) -> Callable:
         return torch.compile(model, backend="neuron", **kwargs)
 
@@ -139,7 +219,7 @@ class ReferenceImplementation(Implementation):
             "the call does nothing for this backend",
         }
 
-    # --- compile caches (issue 5) -----------------------------------------------------------------
+    # --- compile caches -----------------------------------------------------------------
     def cache_hash(self, hlo, compiler_args, input_specs, *, versions=None, replica_groups=None, breakdown=False):
         from reference.cache.key import create_cache_hash
 
@@ -206,7 +286,7 @@ class ReferenceImplementation(Implementation):
 
         return METRICS.counters().get("lowerings", 0)
 
-    # --- per-graph compiler arguments and the compile flows (issue 6) ---------------------------
+    # --- per-graph compiler arguments and the compile flows ---------------------------
     def scoped_compiler_args(self, compiler_args):
         from reference.compiler.scope import scoped_compiler_args
 
@@ -225,7 +305,7 @@ class ReferenceImplementation(Implementation):
     def policy_runner(self, *, policy="default", mode="compile", compiler_args=None, optimization_level=None):
         from conformance.adapters._reference_runner import ReferencePolicyRunner
 
-        return ReferencePolicyRunner(policy, mode, compiler_args, optimization_level)
+        return ReferencePolicyRunner(self, policy, mode, compiler_args, optimization_level)
 
     def parallel_trace(self, jobs, *, cache_dir, workers=2, timeout=None):
         from reference.flows import parallel_trace
@@ -278,7 +358,7 @@ class ReferenceImplementation(Implementation):
         shutil.copytree(src, dest, dirs_exist_ok=True)
         return str(dest)
 
-    # --- SPMD (issue 7) ---------------------------------------------------------------------------
+    # --- SPMD ---------------------------------------------------------------------------
     def spmd_rank_tensor(self, rank: int):
         from reference.spmd import rank_tensor
 

@@ -3,22 +3,58 @@
 They let the suite run its backend probes against real implementations that no one here wrote, so
 the support matrix of the reference can be read beside theirs::
 
-    pytest conformance/test_backend_support.py --impl conformance.adapters.torch_builtin:inductor
-    pytest conformance/test_backend_support.py --impl conformance.adapters.torch_builtin:aot_eager
+    pytest conformance/test_backend_support.py --conformance-impl conformance.adapters.torch_builtin:inductor
+    pytest conformance/test_backend_support.py --conformance-impl conformance.adapters.torch_builtin:aot_eager
 
 Compiled graphs are counted with Dynamo's own counter (``unique_graphs``), which every backend
 shares. The Neuron-specific capabilities (forced graph breaks, the ``TORCH_NEURONX_*`` variables,
 the helper API, the debug directory) are not provided, so their probes are reported as
-Unsupported with the reason below.
+Unsupported with the reason below. Each declares the support matrix it is expected to show (what
+the probes observed with torch 2.13) and lists the contract tests it is known to fail, with the
+reason, in ``conformance/expected/<backend>.txt``.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 import torch
 
 from conformance.implementation import Implementation, NotSupported
+
+_PACKAGE = Path(__file__).resolve().parent.parent
+
+_PARAMETERS = ["model", "fullgraph", "dynamic", "backend", "mode", "options", "name", "disable", "recompile_limit",
+               "isolate_recompiles", "shapes_spec"]
+_APIS = [
+    "compile", "reset", "allow_in_graph", "substitute_in_graph", "assume_constant_result", "list_backends", "disable",
+    "set_default_backend", "get_default_backend", "set_stance", "set_enable_guard_collectives",
+    "cudagraph_mark_step_begin", "is_compiling", "is_dynamo_compiling", "is_exporting", "keep_portable_guards_unsafe",
+    "skip_guard_on_inbuilt_nn_modules_unsafe", "skip_guard_on_all_nn_modules_unsafe", "keep_tensor_guards_unsafe",
+    "skip_guard_on_globals_unsafe", "skip_all_guards_unsafe", "nested_compile_region", "load_cache_artifacts",
+    "load_compiled_function", "save_cache_artifacts", "wrap_numpy",
+]
+_NEURON_ONLY = {
+    "graph_breaks": ["torch.sort, torch.argsort", "torch.topk", "torch.nn.functional.grouped_mm, torch._grouped_mm",
+                     "Operations with no lowering"],
+    "variables": [
+        "TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION", "TORCH_NEURONX_DEBUG_DIR", "TORCH_NEURONX_PRESERVE_COMPILATION_ARTIFACTS",
+        "TORCH_NEURONX_COMPILE_ONLY", "TORCH_NEURONX_DYNAMO_DISABLE_CPU_AUTOCOPY", "TORCH_NEURONX_RETAIN_DEVICE_MODE",
+        "NEURON_PLATFORM_TARGET_OVERRIDE", "NEURON_CC_FLAGS", "TORCH_NEURONX_ENABLE_NKI_SDPA",
+        "TORCH_NEURONX_NEFF_CACHE_DIR", "TORCH_NEURONX_HLO_CACHE_DIR", "TORCH_NEURONX_NEFF_DISABLE_CACHE",
+        "TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR", "TORCH_NEURONX_NEFF_CACHE_LOCK_TIMEOUT", "TORCH_CACHING_PRECOMPILE",
+        "TORCH_NEURONX_ENABLED_METRIC_TABLES", "TORCH_NEURONX_METRICS_DIR",
+    ],
+    "helper_api": ["set_model_name()", "get_model_name()", "get_rank()", "get_dynamo_metrics()",
+                   "reset_dynamo_metrics()", "NEFFCompilationError", "NEFFExecutionError"],
+}
+# What differs from "Supported" among the generic rows, per backend: an unknown options key is
+# only warned about by aot_eager (inductor rejects it), and neither propagates ``name``.
+_DIFFERENCES = {
+    "aot_eager": {("parameters", "options"): "Partial", ("parameters", "name"): "Partial"},
+    "inductor": {("parameters", "name"): "Partial"},
+}
 
 
 class TorchBuiltinImplementation(Implementation):
@@ -29,6 +65,23 @@ class TorchBuiltinImplementation(Implementation):
 
     def versions(self) -> dict[str, str]:
         return {"torch": torch.__version__}
+
+    # --- reporting --------------------------------------------------------------------------------
+    def expected_support(self) -> Mapping[str, Mapping[str, str]]:
+        diff = _DIFFERENCES.get(self.backend, {})
+        matrix = {
+            "parameters": {p: diff.get(("parameters", p), "Supported") for p in _PARAMETERS},
+            "apis": {a: diff.get(("apis", a), "Supported") for a in _APIS},
+        }
+        matrix.update({table: dict.fromkeys(rows, "Unsupported") for table, rows in _NEURON_ONLY.items()})
+        return matrix
+
+    def expectations_file(self) -> str | None:
+        path = _PACKAGE / "expected" / f"{self.backend}.txt"
+        return str(path) if path.is_file() else None
+
+    def snapshot_root(self) -> str | None:
+        return str(_PACKAGE / "goldens")
 
     def backend_names(self) -> dict[str, str]:
         return {"compile": self.backend}
@@ -52,7 +105,7 @@ class TorchBuiltinImplementation(Implementation):
     def lower(self, model: Callable, args: Sequence[Any]) -> list[str]:
         raise NotSupported(f"{self.backend} does not lower to StableHLO")
 
-    # --- backend contract (issue 4) ---------------------------------------------------------------
+    # --- capability 'backend' ---------------------------------------------------------------------
     def torch_compile(self, model: Callable, **kwargs: Any) -> Callable:
         return torch.compile(model, backend=self.backend, **kwargs)
 

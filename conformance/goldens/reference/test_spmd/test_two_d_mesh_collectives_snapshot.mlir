@@ -1,3 +1,4 @@
+// summary: @main(tensor<8x2xf32>, tensor<i64>) -> (tensor<8x2xf32>, tensor<2xf32>) | ops: arith.constant=3 stablehlo.add=4 stablehlo.all_gather=1 stablehlo.all_reduce=2 stablehlo.all_to_all=1 stablehlo.broadcast_in_dim=4 stablehlo.constant=1 stablehlo.convert=4 stablehlo.maximum=1 stablehlo.multiply=2 stablehlo.reduce=1 stablehlo.reduce_scatter=1 stablehlo.reshape=3 stablehlo.return=3 stablehlo.tanh=1
 // graph 0 of 1
 module @spmd_program {
   func.func private @piece_0(%arg0: tensor<8x2xf32>, %arg1: tensor<i64>) -> tensor<8x2xf32> {

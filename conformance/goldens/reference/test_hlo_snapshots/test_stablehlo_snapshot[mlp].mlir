@@ -1,3 +1,4 @@
+// summary: @main(tensor<64x32xf32>, tensor<64xf32>, tensor<4x32xf32>, tensor<64x64xf32>, tensor<64xf32>, tensor<16x64xf32>, tensor<16xf32>) -> tensor<4x16xf32> | ops: arith.constant=1 stablehlo.add=15 stablehlo.broadcast_in_dim=9 stablehlo.clamp=2 stablehlo.constant=20 stablehlo.convert=1 stablehlo.divide=2 stablehlo.dot_general=3 stablehlo.exponential=1 stablehlo.logistic=1 stablehlo.multiply=22 stablehlo.reduce=2 stablehlo.reshape=3 stablehlo.rsqrt=1 stablehlo.subtract=1 stablehlo.transpose=3
 // graph 0 of 1
 module {
   func.func @main(%arg0: tensor<64x32xf32>, %arg1: tensor<64xf32>, %arg2: tensor<4x32xf32>, %arg3: tensor<64x64xf32>, %arg4: tensor<64xf32>, %arg5: tensor<16x64xf32>, %arg6: tensor<16xf32>) -> tensor<4x16xf32> {

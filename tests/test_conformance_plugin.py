@@ -1,0 +1,182 @@
+"""The conformance plugin as another project sees it: real pytest runs in fresh processes.
+
+Each test writes a small adapter (a subclass of the reference's, with parts raising NotSupported or
+broken on purpose) into a temporary project and runs ``pytest --pyargs conformance...`` there, the
+way an implementer would, then checks the outcomes, reports and snapshot trees it left.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+import conformance
+from conformance.implementation import CAPABILITIES
+
+REPO = Path(conformance.__file__).resolve().parent.parent
+
+
+def _run(project: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    # A clean slate: nothing a surrounding run of the suite may have set (its scratch caches).
+    dropped = ("CONFORMANCE_", "PYTEST_XDIST", "TORCH_NEURONX_", "NEURON_")
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith(dropped)}
+    full_env["PYTHONPATH"] = os.pathsep.join([str(REPO), str(project)])
+    full_env.update(env or {})
+    cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:xdist", "-o", "addopts=", "-q", "-rsx", *args]
+    return subprocess.run(cmd, cwd=project, env=full_env, capture_output=True, text=True, timeout=600)
+
+
+def _adapter(project: Path, body: str) -> None:
+    """``fakeimpl:make``: the reference's adapter named ``fake``, with ``body`` as extra methods."""
+    head = (
+        "from conformance import NotSupported\n"
+        "from conformance.adapters.reference import ReferenceImplementation\n\n\n"
+        "class Fake(ReferenceImplementation):\n"
+        "    name = 'fake'\n\n"
+        "    def snapshot_root(self):\n        return None\n\n"
+        "    def expectations_file(self):\n        return None\n"
+    )
+    tail = "\n\ndef make():\n    return Fake()\n"
+    (project / "fakeimpl.py").write_text(head + textwrap.indent(textwrap.dedent(body), "    ") + tail)
+
+
+def test_the_plugin_is_inert_in_a_project_that_does_not_run_the_suite(tmp_path):
+    (tmp_path / "test_plain.py").write_text(textwrap.dedent("""\
+        import os, sys
+        import pytest
+
+        @pytest.mark.contract("markers are registered by the plugin")
+        def test_untouched(request):
+            import hypothesis
+            assert "torch" not in sys.modules
+            assert not [k for k in os.environ if k.startswith("TORCH_NEURONX_")]
+            assert not str(hypothesis.settings._current_profile).startswith("conformance")
+            assert "impl" not in request.fixturenames and not request.node.user_properties
+        """))
+    proc = _run(tmp_path, "--strict-markers", "test_plain.py")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert not (tmp_path / "reports").exists()
+
+
+def test_a_bad_implementation_is_a_usage_error(tmp_path):
+    proc = _run(tmp_path, "--conformance-impl", "no_such_module:make", "--pyargs", "conformance.test_eager_parity")
+    assert proc.returncode == pytest.ExitCode.USAGE_ERROR, proc.stdout + proc.stderr
+    assert "no_such_module" in proc.stderr and "package.module:factory" not in proc.stderr
+    assert "INTERNALERROR" not in proc.stdout + proc.stderr
+    proc = _run(tmp_path, "--conformance-impl", "no-colon", "--pyargs", "conformance.test_eager_parity")
+    assert proc.returncode == pytest.ExitCode.USAGE_ERROR and "package.module:factory" in proc.stderr
+
+
+def test_not_supported_skips_in_a_test_a_module_fixture_and_a_child_and_reports_go_per_lane(tmp_path):
+    _adapter(tmp_path, """
+        def lower(self, model, args):
+            raise NotSupported("fake lowers nothing")
+
+        def torch_compile(self, model, **kwargs):
+            raise NotSupported("fake compiles nothing")
+        """)
+    args = [
+        "--conformance-impl", "fakeimpl:make", "--pyargs",
+        "conformance.test_hlo_determinism",  # a module fixture whose children raise NotSupported
+        "conformance.test_backend_contract",  # pytest.raises(Exception) around a NotSupported
+        "-k", "determinism or deterministic or options_must_be",
+    ]
+    proc = _run(tmp_path, *args)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out
+    summary = json.loads((tmp_path / "reports/fake/default/summary.json").read_text())
+    outcomes = {t["id"]: (t["outcome"], t["message"]) for t in summary["tests"]}
+    assert summary["schema_version"] >= 2 and summary["invocation"]["args"][-1] == "determinism or deterministic or options_must_be"
+    assert outcomes["test_backend_contract.py::test_options_must_be_a_dict_or_none"] == (
+        "skipped", "not supported by fake: fake compiles nothing")
+    determinism = {k: v for k, v in outcomes.items() if k.startswith("test_hlo_determinism.py")}
+    assert len(determinism) >= 3 and all(o == "skipped" and "lowering child: fake lowers nothing" in m
+                                         for o, m in determinism.values()), determinism
+    assert summary["totals"]["error"] == 0 and summary["totals"]["passed"] == 0
+    junit = (tmp_path / "reports/fake/default/junit.xml").read_text()
+    assert 'name="conformance-fake-default"' in junit and "<skipped" in junit
+
+    before = (tmp_path / "reports/fake/default/summary.json").read_text()
+    lane = [*args[:3], "conformance.test_backend_contract", "-k", "options_must_be", "--conformance-lane", "strict"]
+    proc = _run(tmp_path, *lane)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert json.loads((tmp_path / "reports/fake/strict/summary.json").read_text())["lane"] == "strict"
+    assert (tmp_path / "reports/fake/default/summary.json").read_text() == before
+
+
+def test_expectations_mark_known_failures_fail_unexpected_passes_and_report_stale_entries(tmp_path):
+    _adapter(tmp_path, """
+        def with_optimization_level(self, args, level):
+            return list(args)  # broken on purpose: the level is never applied
+        """)
+    module = "test_compiler_args_scope.py"
+    (tmp_path / "expected.txt").write_text(
+        f"# comment\n{module}::test_level_helper_keeps_unrelated_items_verbatim  # the fake ignores the level\n"
+        f"{module}::test_none_scope_is_no_override  # listed, yet it passes\n"
+        f"{module}::test_no_such_test  # stale\n"
+    )
+    args = ["--conformance-impl", "fakeimpl:make", "--conformance-expectations", "expected.txt",
+            "--pyargs", "conformance.test_compiler_args_scope", "-k", "verbatim or none_scope"]
+    proc = _run(tmp_path, *args)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1, out
+    tests = {t["id"].split("::", 1)[1]: t for t in json.loads((tmp_path / "reports/fake/default/summary.json").read_text())["tests"]}
+    assert tests["test_level_helper_keeps_unrelated_items_verbatim"]["outcome"] == "xfailed"
+    assert tests["test_none_scope_is_no_override"]["outcome"] == "failed"
+    assert "XPASS(strict)" in tests["test_none_scope_is_no_override"]["message"]
+    assert f"WARNING conformance: stale expectation '{module}::test_no_such_test'" in out
+
+    (tmp_path / "expected.txt").write_text(
+        f"{module}::test_level_helper_keeps_unrelated_items_verbatim  # the fake ignores the level\n"
+        f"{module}::test_no_such_test  # stale\n"
+    )
+    proc = _run(tmp_path, *args, "--conformance-strict")
+    assert proc.returncode == 1 and "ERROR conformance: stale expectation" in proc.stdout, proc.stdout
+
+
+
+def test_snapshot_trees_of_two_implementations_coexist(tmp_path):
+    _adapter(tmp_path, """
+        def fx_pass_identity(self, names):
+            raise NotSupported("fake")
+
+        def fx_passes_applied(self, *args, **kwargs):
+            raise NotSupported("fake")
+
+        def fx_graph_after_passes(self, *args, **kwargs):
+            raise NotSupported("fake")
+
+        def compile(self, *args, **kwargs):
+            raise NotSupported("fake")
+        """)
+    other = tmp_path / "snaps/other/test_fx_passes"
+    other.mkdir(parents=True)
+    (other / "test_default_order.json").write_text('{"order":["not","ours"]}\n')
+    (other / "test_removed_long_ago.json").write_text("{}\n")
+    args = ["--conformance-impl", "fakeimpl:make", "--pyargs", "conformance.test_fx_passes"]
+    env = {"CONFORMANCE_SNAPSHOT_DIR": str(tmp_path / "snaps")}
+
+    proc = _run(tmp_path, *args, "--snapshot-update", env=env)
+    assert proc.returncode == 0 and "1 snapshot generated" in proc.stdout, proc.stdout + proc.stderr
+    ours = tmp_path / "snaps/fake/test_fx_passes/test_default_order.json"
+    assert json.loads(ours.read_text())["order"][0] == "DeviceRewriterPass"
+    assert sorted(p.name for p in other.iterdir()) == ["test_default_order.json", "test_removed_long_ago.json"]
+
+    (ours.parent / "test_gone.json").write_text("{}\n")
+    proc = _run(tmp_path, *args, env=env)  # only our own stray file is unused; the other tree is not ours
+    assert "1 snapshot passed. 1 snapshot unused" in proc.stdout and "removed_long_ago" not in proc.stdout, proc.stdout
+
+
+def test_the_adapter_page_lists_every_capability_group():
+    text = (REPO / "docs/adapter.md").read_text()
+    rows = {line.split("|")[1].strip().strip("`"): line for line in text.splitlines() if line.startswith("| `")}
+    for cap in CAPABILITIES.values():
+        assert cap.name in rows, f"docs/adapter.md has no row for capability {cap.name!r}"
+        for method in (*cap.required, *cap.optional):
+            assert f"`{method}`" in rows[cap.name], f"docs/adapter.md: {cap.name} row lacks {method}"

@@ -1,0 +1,128 @@
+"""Units of the suite's reporting: snapshot summaries, the snapshot review, reports, expectation files.
+
+Pure functions on hand-written inputs, plus a throwaway git repository for the review (the real
+``git`` binary; nothing else is faked).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from conformance import expectations, report, snapshot_review
+from conformance.snapshots import dumps_compact, mlir_summary
+
+MODULE = """\
+// graph 0 of 1
+module {
+  func.func @main(%arg0: tensor<4x8xf32>, %arg1: tensor<8xf32>) -> tensor<4x8xf32> {
+    %0 = stablehlo.broadcast_in_dim %arg1, dims = [1] : (tensor<8xf32>) -> tensor<4x8xf32>
+    %1 = stablehlo.add %arg0, %0 : tensor<4x8xf32>
+    %2 = stablehlo.add %1, %1 : tensor<4x8xf32>
+    %3:2 = "stablehlo.while"(%2, %2) ({
+      stablehlo.return %2, %2 : tensor<4x8xf32>, tensor<4x8xf32>
+    }) : (tensor<4x8xf32>, tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>)
+    return %1 : tensor<4x8xf32>
+  }
+}
+"""
+
+
+def test_mlir_summary_is_the_main_signature_and_the_op_histogram():
+    assert mlir_summary(MODULE) == (
+        "// summary: @main(tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32> | ops: "
+        "stablehlo.add=2 stablehlo.broadcast_in_dim=1 stablehlo.return=1 stablehlo.while=1"
+    )
+
+
+def test_json_snapshots_put_one_top_level_key_on_a_line():
+    text = dumps_compact({"b": {"y": [1, 2], "x": None}, "a": "s"})
+    assert text == '{\n"a":"s",\n"b":{"x":null,"y":[1,2]}\n}\n'
+    assert json.loads(text) == {"b": {"y": [1, 2], "x": None}, "a": "s"}
+    assert dumps_compact([3, {"k": 1}]) == '[3,{"k":1}]\n'
+
+
+def _git(repo: Path, *args: str) -> None:
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=repo, check=True, capture_output=True)
+
+
+def test_snapshot_review_lists_added_changed_removed_with_op_and_signature_changes(tmp_path):
+    root = tmp_path / "conformance/goldens/impl/test_hlo_snapshots"
+    root.mkdir(parents=True)
+    (root / "a.mlir").write_text(MODULE)
+    (root / "gone.json").write_text('{"x":1}\n')
+    _git(tmp_path, "init", "-q")
+    _git(tmp_path, "add", "-A")
+    _git(tmp_path, "commit", "-qm", "base")
+    (root / "a.mlir").write_text(MODULE.replace("%2 = stablehlo.add %1, %1", "%2 = stablehlo.multiply %1, %1")
+                                 .replace("%arg1: tensor<8xf32>", "%arg1: tensor<8xbf16>"))
+    (root / "gone.json").unlink()
+    (root / "new.txt").write_text("hello\n")
+
+    changes = snapshot_review.collect(tmp_path, "HEAD", ["conformance/goldens"])
+    assert [(Path(c.path).name, c.kind) for c in changes] == [("a.mlir", "changed"), ("gone.json", "removed"), ("new.txt", "added")]
+    ops, sigs = snapshot_review.mlir_delta(changes[0])
+    assert ops == ["stablehlo.add: 2 -> 1", "stablehlo.multiply: 0 -> 1"]
+    assert len(sigs) == 2 and sigs[0].startswith("- @main(tensor<4x8xf32>, tensor<8xf32>)") and "8xbf16" in sigs[1]
+    page = snapshot_review.render_markdown("HEAD", changes)
+    assert "1 added, 1 changed, 1 removed." in page and "- stablehlo.multiply: 0 -> 1" in page
+    assert "+    %2 = stablehlo.multiply %1, %1 : tensor<4x8xf32>" in page
+    assert "<span class='a'>+    %2 = stablehlo.multiply" in snapshot_review.render_html("HEAD", changes)
+    assert snapshot_review.main(["--base", "no-such-ref", "--out", str(tmp_path / "r.md")]) == 2
+
+
+def _summary() -> dict:
+    return {
+        "implementation": "impl", "lane": "default", "spec": "m:f", "started": "2026-01-01T00:00:00+00:00",
+        "versions": {"torch": "2"}, "totals": dict.fromkeys(report.OUTCOMES, 0) | {"passed": 1, "failed": 1, "xfailed": 1},
+        "tests": [
+            {"id": "test_a.py::test_ok", "outcome": "passed", "duration": 0.5, "message": ""},
+            {"id": "test_a.py::test_bad[x]", "outcome": "failed", "duration": 2.0, "message": "AssertionError: 1 != 2\nmore"},
+            {"id": "test_b.py::test_known", "outcome": "xfailed", "duration": 1.0, "message": "known: why"},
+        ],
+    }
+
+
+def test_junit_has_one_case_per_test_with_failure_and_skip_elements():
+    root = ET.fromstring(report.junit(_summary()))
+    assert root.get("name") == "conformance-impl-default" and root.get("tests") == "3" and root.get("failures") == "1"
+    cases = {c.get("name"): c for c in root.iter("testcase")}
+    assert cases["test_bad[x]"].find("failure").get("message") == "AssertionError: 1 != 2"
+    assert cases["test_known"].find("skipped") is not None and cases["test_ok"].find("failure") is None
+
+
+def test_compile_time_chart_has_a_bar_per_graph_slowest_first():
+    svg = report.compile_time_svg([{"graph": "g<1>", "test": "t.py::a", "seconds": 1.0},
+                                   {"graph": "g2", "test": "t.py::b", "seconds": 3.0}])
+    root = ET.fromstring(svg)
+    bars = [r for r in root.iter("{http://www.w3.org/2000/svg}rect")]
+    assert [float(b.get("width")) for b in bars] == [360.0, 120.0]
+    assert "g&lt;1&gt;" in svg and report.compile_time_svg([]) == ""
+
+
+def test_expectation_files_need_a_reason_and_match_by_module_and_name():
+    parsed = expectations.parse("# c\n\nconformance/test_a.py::test_x[1]  # broken\ntest_a.py::test_y # also\n")
+    assert parsed.reason_for("../x/conformance/test_a.py::test_x[1]") == "broken"
+    assert parsed.reason_for("test_a.py::test_x[2]") is None
+    assert [e.nodeid for e in parsed.stale(["test_a.py::test_x[1]", "test_b.py::test_z"])] == ["test_a.py::test_y"]
+    assert parsed.stale(["test_b.py::test_z"]) == []  # its module did not run: not stale
+    with pytest.raises(pytest.UsageError, match=r"f.txt:2: 'test_a.py::test_x' has no reason"):
+        expectations.parse("# c\ntest_a.py::test_x\n", "f.txt")
+    with pytest.raises(pytest.UsageError, match="not a test id"):
+        expectations.parse("test_x  # why\n")
+
+
+def test_conformance_properties_keep_the_rejection_health_check_and_inherit_hypothesis_profiles():
+    from hypothesis import HealthCheck, settings as hsettings
+
+    from conformance.properties import settings
+
+    ours = settings(max_examples=7)
+    assert ours.max_examples == 7 and ours.deadline is None
+    assert HealthCheck.filter_too_much not in ours.suppress_health_check
+    ci = hsettings.get_profile("conformance-ci")
+    assert ci.derandomize == hsettings.get_profile("ci").derandomize  # inherited, not redefined
