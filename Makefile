@@ -31,9 +31,12 @@ test: $(STAMP)
 strict: $(STAMP)
 	NEURON_LIBTORCH_SPMD_STRICT=1 $(PY) -m pytest conformance -n $(JOBS) $(IMPL_ARG)
 
-# Benchmarks; figures go to reports/bench/.
+# Benchmarks; figures go to reports/bench/. REPEAT=N repeats each figure (median and spread);
+# BENCH=name limits the run to named benchmarks (pipeline cache parallel_compile spmd).
+REPEAT ?= 1
+BENCH ?=
 bench: $(STAMP)
-	$(PY) -m benchmarks
+	$(PY) -m benchmarks --repeat $(REPEAT) $(BENCH)
 
 clean:
 	rm -rf $(VENV) reports/reference reports/bench .pytest_cache .hypothesis
