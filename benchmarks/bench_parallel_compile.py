@@ -21,7 +21,7 @@ PREFILL_BUCKETS = (4, 6, 8, 10, 12, 14, 16, 20)
 
 
 def _jobs(runner) -> list[tuple]:
-    from fixtures import decoder_prefill_inputs
+    from neuron_fixtures import decoder_prefill_inputs
 
     lm = runner.model.language_model
     jobs = []
@@ -78,7 +78,7 @@ def run(out_dir: Path, repeat: int = 1) -> dict:
 
 
 def _once() -> dict:
-    from fixtures.policy import PolicyVLM
+    from neuron_fixtures.policy import PolicyVLM
     from reference.flows import parallel_trace
     from reference.runner import NeuronModelRunner
 
