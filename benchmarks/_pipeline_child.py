@@ -81,8 +81,8 @@ def floor() -> dict:
         fn(*decode)
         trace_s = time.perf_counter() - start
 
-    from reference.compile.backend import lower_graphs
-    from reference.compile.compiler_driver import CompilerDriver
+    from reference.backends.neuron import lower_graphs
+    from reference.compiler.driver import CompilerDriver
 
     hlos = [g.hlo for args in (prefill, decode) for g in lower_graphs(model, args)]
     driver = CompilerDriver()

@@ -191,6 +191,15 @@ class CompiledGraph:
         return self.loaded(*args)
 
 
+def static_input_indices() -> tuple[int, ...]:
+    """Positions of the graph being compiled that hold parameters and buffers (AOT Autograd's
+    static inputs), or none outside a trace. The runtime keeps their device buffers between calls;
+    a position named here that is not a parameter costs a cached buffer, never a stale result."""
+    tc = torch._guards.TracingContext.try_get()
+    meta = getattr(tc, "fw_metadata", None) if tc is not None else None
+    return tuple(getattr(meta, "static_input_indices", None) or ())
+
+
 def compile_aten_graph(
     aten_gm: torch.fx.GraphModule,
     *,
@@ -218,7 +227,8 @@ def compile_aten_graph(
         graph = CompiledGraph(built, None, aten_gm)
     else:
         loaded = LoadedArtifact(
-            built.artifact, graph_name=graph_name, input_specs=lowered.input_specs, output_specs=lowered.output_specs
+            built.artifact, graph_name=graph_name, input_specs=lowered.input_specs, output_specs=lowered.output_specs,
+            resident=static_input_indices(),
         )
         graph = CompiledGraph(built, loaded, aten_gm)
     graph.hlo = lowered.hlo  # for the debug directory (issue 4)
