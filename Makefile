@@ -39,9 +39,12 @@ strict: $(STAMP)
 snapshot-review: $(STAMP)
 	$(PY) -m conformance.snapshot_review --base $(BASE) --out reports/snapshot-review.md
 
-# Benchmarks; figures go to reports/bench/.
+# Benchmarks; figures go to reports/bench/. REPEAT=N repeats each figure (median and spread);
+# BENCH=name limits the run to named benchmarks (pipeline cache parallel_compile spmd).
+REPEAT ?= 1
+BENCH ?=
 bench: $(STAMP)
-	$(PY) -m benchmarks
+	$(PY) -m benchmarks --repeat $(REPEAT) $(BENCH)
 
 clean:
 	rm -rf $(VENV) reports/reference reports/bench reports/snapshot-review.md reports/snapshot-review.html \

@@ -289,7 +289,7 @@ def load(built: BuiltArtifact, lowering: Lowering) -> Callable:
         return LoadedProgram(built.artifact, graph_name=built.graph_name, pieces=lowering.program.pieces)
     return LoadedArtifact(
         built.artifact, graph_name=built.graph_name, input_specs=lowering.graph.input_specs,
-        output_specs=lowering.graph.output_specs,
+        output_specs=lowering.graph.output_specs, resident=static_input_indices(),
     )
 
 
@@ -310,6 +310,15 @@ class CompiledGraph:
         if self.loaded is None:
             return self._eager(*args)
         return self.loaded(*args)
+
+
+def static_input_indices() -> tuple[int, ...]:
+    """Positions of the graph being compiled that hold parameters and buffers (AOT Autograd's
+    static inputs), or none outside a trace. The runtime keeps their device buffers between calls;
+    a position named here that is not a parameter costs a cached buffer, never a stale result."""
+    tc = torch._guards.TracingContext.try_get()
+    meta = getattr(tc, "fw_metadata", None) if tc is not None else None
+    return tuple(getattr(meta, "static_input_indices", None) or ())
 
 
 def compile_aten_graph(

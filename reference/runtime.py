@@ -1,10 +1,26 @@
 """The runtime: loads a compiled artifact with the IREE runtime and runs it on the CPU.
 
-Buffers: an input tensor is handed to IREE as a NumPy view of its memory (no copy on the torch
-side); IREE's Python binding then copies it once into a device buffer, since it has no import
-path for host memory (no DLPack). Outputs come back as device arrays whose host mapping is
-wrapped by ``torch.from_numpy``, so the result tensors share the runtime's buffers (no copy).
-bfloat16 crosses as ``ml_dtypes.bfloat16`` and is reinterpreted bit for bit.
+The reference's device is the host CPU, so "uploading" a tensor means handing IREE a view of its
+memory. Crossing the boundary is zero-copy wherever that is safe:
+
+- inputs: a contiguous CPU tensor whose memory is 64-byte aligned (what torch's allocator gives)
+  is imported through DLPack: IREE reads the tensor's own memory and keeps the tensor alive while
+  it uses it. Anything else (a strided or offset view; float64, which the compiler narrows to
+  float32 like Neuron's f64-less device; a tensor on another device) is first copied into a fresh
+  tensor of the form the artifact takes;
+- inputs the artifact writes: IREE may reuse an input's buffer for a result (a scatter or dynamic
+  update returned from the graph is done in place). Such inputs must never be the caller's memory,
+  so the first call of a loaded artifact passes private copies of every input and records which
+  ones the program wrote or returned; from then on exactly those cross as copies;
+- **resident inputs** (the graph's parameters and buffers, named by the caller as positions):
+  their device buffers are made once per loaded graph and reused while the caller keeps passing the
+  same tensor at the same address. An imported buffer *is* the parameter's memory, so in-place
+  updates (optimizer steps, ``copy_``, writes through ``.data`` or NumPy views) are seen without
+  any check; a copied one (float64, strided) is also remade when the tensor's version counter
+  moves. Passing another tensor object, or the same one after ``.data`` was replaced, remakes it;
+- outputs come back through DLPack as tensors over the runtime's own buffers (no copy). An output
+  that shares memory with a caller's input (the compiler may return an input buffer, or a slice of
+  one, for an identity) is cloned, so no output writes through to an input or back.
 """
 
 from __future__ import annotations
@@ -14,13 +30,14 @@ import threading
 import weakref
 from typing import Sequence
 
-import numpy as np
 import torch
 
 from reference.core.errors import NEFFExecutionError
 from reference.core.specs import TensorSpec
 
 _DRIVER = "local-task"
+_ALIGN = 64  # IREE's CPU heap imports only 64-byte aligned memory
+_DLPACK_CPU = 1  # DLPack's kDLCPU device type
 
 
 class _Runtime:
@@ -46,37 +63,72 @@ _RUNTIME = _Runtime()
 _LOADED: "weakref.WeakSet[LoadedArtifact]" = weakref.WeakSet()
 
 
-def _torch_to_host_array(t: torch.Tensor) -> np.ndarray:
+def _private(t: torch.Tensor) -> torch.Tensor:
+    """A copy of ``t`` in the form the artifact takes, sharing no memory with the caller."""
+    moved = _importable(t)
+    return moved.clone() if moved.data_ptr() == t.data_ptr() and t.numel() else moved
+
+
+def _importable(t: torch.Tensor) -> torch.Tensor:
+    """``t`` itself when IREE can read its memory in place, else a copy in the form it takes."""
+    if t.requires_grad:
+        t = t.detach()
+    if t.dtype is torch.float64:
+        # The compiler narrows f64 to f32 (the device has no f64 units, like Neuron's): the module's
+        # signature is f32, and outputs are widened back to the graph's f64.
+        t = t.to(torch.float32)
     if t.device.type != "cpu":
         t = t.cpu()
-    if not t.is_contiguous():
-        t = t.contiguous()
-    if t.dtype == torch.float64:
-        # The compiler narrows f64 to f32 (the device has no f64 units, like Neuron's); the
-        # module's signature is f32, and outputs are widened back to the graph's f64.
-        t = t.to(torch.float32)
-    if t.dtype == torch.bfloat16:
-        import ml_dtypes
-
-        return t.view(torch.uint16).numpy().view(ml_dtypes.bfloat16)
-    return t.numpy()
-
-
-def _host_array_to_torch(a: np.ndarray, spec: TensorSpec | None) -> torch.Tensor:
-    if a.dtype.name == "bfloat16":
-        return torch.from_numpy(a.view(np.uint16)).view(torch.bfloat16)
-    if not a.flags.writeable:
-        a = a.copy()
-    t = torch.from_numpy(a)
-    if spec is not None and spec.dtype == "bool" and t.dtype != torch.bool:
-        t = t.to(torch.bool)
-    if spec is not None and spec.dtype == "float64" and t.dtype != torch.float64:
-        t = t.to(torch.float64)
+    if not t.is_contiguous() or t.data_ptr() % _ALIGN:
+        t = t.clone(memory_format=torch.contiguous_format)  # a fresh allocation: aligned and dense
     return t
 
 
+class _Resident:
+    """The device buffer of one resident input, and what it was made from."""
+
+    __slots__ = ("source", "ptr", "version", "copied", "view", "span")
+
+    def __init__(self, source: torch.Tensor, device) -> None:
+        held = _importable(source)
+        self.source = source
+        self.ptr = source.data_ptr()
+        self.copied = held is not source and held.data_ptr() != source.data_ptr()
+        self.version = _version(source) if self.copied else None
+        self.view = device.from_dlpack_capsule(torch.utils.dlpack.to_dlpack(held))
+        self.span = _span(held)
+
+    def fresh_for(self, t: torch.Tensor) -> bool:
+        if t is not self.source or t.data_ptr() != self.ptr:
+            return False
+        return not self.copied or (self.version is not None and _version(t) == self.version)
+
+
+def _version(t: torch.Tensor) -> int | None:
+    try:
+        return t._version
+    except RuntimeError:  # inference tensors carry no version counter: always remade when copied
+        return None
+
+
+def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Bit-for-bit equal contents (a NaN the program left alone is not a change)."""
+    if a.is_floating_point() or a.is_complex():
+        return torch.equal(a.view(torch.uint8) if a.numel() else a, b.view(torch.uint8) if b.numel() else b)
+    return torch.equal(a, b)
+
+
+def _span(t: torch.Tensor) -> tuple[int, int]:
+    start = t.data_ptr()
+    return start, start + t.numel() * t.element_size()
+
+
 class LoadedArtifact:
-    """A compiled artifact loaded into the runtime; call it with tensors, get a list of tensors."""
+    """A compiled artifact loaded into the runtime; call it with tensors, get a list of tensors.
+
+    ``resident`` names the input positions that hold parameters and buffers: their device
+    buffers are kept between calls (see the module docstring for when they are remade).
+    """
 
     def __init__(
         self,
@@ -85,49 +137,128 @@ class LoadedArtifact:
         graph_name: str,
         input_specs: Sequence[TensorSpec] = (),
         output_specs: Sequence[TensorSpec] = (),
+        resident: Sequence[int] = (),
     ) -> None:
         import iree.runtime as ireert
 
         self.graph_name = graph_name
         self.input_specs = tuple(input_specs)
         self.output_specs = tuple(output_specs)
+        self.resident = frozenset(resident)
+        self._held: dict[int, _Resident] = {}
+        # per-output conversion back to the graph's dtype (bool and float64 cross as i8/f32)
+        self._widen = [
+            torch.bool if s.dtype == "bool" else torch.float64 if s.dtype == "float64" else None for s in self.output_specs
+        ]
+        self._n_in = len(self.input_specs) or None
+        self._written: frozenset[int] | None = None  # inputs the program writes: known after the first call
         try:
             config = _RUNTIME.config()
+            self._device = config.device
             self._ctx = ireert.SystemContext(config=config)
             self._module = ireert.VmModule.copy_buffer(self._ctx.instance, artifact)
             self._ctx.add_vm_module(self._module)
-            self._fn = self._ctx.modules.module["main"]
+            self._vm_ctx = self._ctx.vm_context
+            self._vm_fn = self._ctx.modules.module["main"].vm_function
         except Exception as exc:
             raise NEFFExecutionError(f"the runtime could not load the artifact: {exc}", graph_name=graph_name) from exc
+        self._list = ireert.VmVariantList
+        self._view_type = ireert.HalBufferView
         _LOADED.add(self)
 
+    def resident_uploads(self) -> int:
+        """How many resident buffers are held now (for tests and reports)."""
+        return len(self._held)
+
+    def written_inputs(self) -> frozenset[int] | None:
+        """Positions of the inputs the program writes or returns (copied on every call), or
+        ``None`` before the first call."""
+        return self._written
+
     def __call__(self, *args: torch.Tensor) -> list[torch.Tensor]:
-        if self.input_specs and len(args) != len(self.input_specs):
-            raise NEFFExecutionError(
-                f"expected {len(self.input_specs)} inputs, got {len(args)}", graph_name=self.graph_name
-            )
-        host = []
+        if self._n_in is not None and len(args) != self._n_in:
+            raise NEFFExecutionError(f"expected {self._n_in} inputs, got {len(args)}", graph_name=self.graph_name)
+        if self._written is None:
+            return self._first_call(args)
+        device = self._device
+        arg_list = self._list(len(args))
+        shared = []  # memory spans the caller (or a resident buffer) owns
+        held = self._held
+        written = self._written
+        resident = self.resident
+        try:
+            for i, a in enumerate(args):
+                if not isinstance(a, torch.Tensor):
+                    raise NEFFExecutionError(f"input {i} is a {type(a).__name__}, not a tensor", graph_name=self.graph_name)
+                if i in written:
+                    arg_list.push_ref(device.from_dlpack_capsule(torch.utils.dlpack.to_dlpack(_private(a))))
+                elif i in resident:
+                    entry = held.get(i)
+                    if entry is None or not entry.fresh_for(a):
+                        entry = held[i] = _Resident(a, device)
+                    arg_list.push_ref(entry.view)
+                    shared.append(entry.span)
+                else:
+                    t = _importable(a)
+                    arg_list.push_ref(device.from_dlpack_capsule(torch.utils.dlpack.to_dlpack(t)))
+                    shared.append(_span(t))
+        except NEFFExecutionError:
+            raise
+        except Exception as exc:
+            raise NEFFExecutionError(f"input could not be passed to the runtime: {exc}", graph_name=self.graph_name) from exc
+        return self._outputs(self._invoke(arg_list), shared)
+
+    def _first_call(self, args: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+        """Run on private copies of every input and record which of them the program wrote or
+        returned: those are never handed to the runtime as the caller's memory."""
         for i, a in enumerate(args):
             if not isinstance(a, torch.Tensor):
                 raise NEFFExecutionError(f"input {i} is a {type(a).__name__}, not a tensor", graph_name=self.graph_name)
-            host.append(_torch_to_host_array(a.detach()))
+        copies = [_private(a) for a in args]
+        before = [c.clone() for c in copies]
+        arg_list = self._list(len(args))
         try:
-            result = self._fn(*host)
+            for c in copies:
+                arg_list.push_ref(self._device.from_dlpack_capsule(torch.utils.dlpack.to_dlpack(c)))
+        except Exception as exc:
+            raise NEFFExecutionError(f"input could not be passed to the runtime: {exc}", graph_name=self.graph_name) from exc
+        outs = self._outputs(self._invoke(arg_list), ())
+        spans = [_span(c) for c in copies]
+        returned = {i for o in outs if o.numel() for i, (lo, hi) in enumerate(spans) if lo <= o.data_ptr() < hi}
+        changed = {i for i, (c, b) in enumerate(zip(copies, before)) if not _same(c, b)}
+        self._written = frozenset(returned | changed)
+        return outs
+
+    def _invoke(self, arg_list):
+        ret_list = self._list(max(1, len(self.output_specs)))
+        try:
+            self._vm_ctx.invoke(self._vm_fn, arg_list, ret_list)
         except Exception as exc:
             raise NEFFExecutionError(f"execution failed: {exc}", graph_name=self.graph_name) from exc
-        if result is None:
-            return []
-        if not isinstance(result, (tuple, list)):
-            result = (result,)
+        return ret_list
+
+    def _outputs(self, ret_list, shared: Sequence[tuple[int, int]]) -> list[torch.Tensor]:
         outs = []
-        for i, r in enumerate(result):
-            spec = self.output_specs[i] if i < len(self.output_specs) else None
-            arr = r.to_host() if hasattr(r, "to_host") else np.asarray(r)
-            outs.append(_host_array_to_torch(arr, spec))
+        widen = self._widen
+        device = self._device
+        for i in range(len(ret_list)):
+            view = ret_list.get_as_object(i, self._view_type)
+            t = torch.utils.dlpack.from_dlpack(device.create_dlpack_capsule(view, _DLPACK_CPU, 0))
+            if shared and t.numel():
+                ptr = t.data_ptr()
+                if any(lo <= ptr < hi for lo, hi in shared):
+                    t = t.clone()  # the runtime handed back (part of) the caller's memory
+            to = widen[i] if i < len(widen) else None
+            if to is not None and t.dtype is not to:
+                t = t.to(to)
+            outs.append(t)
         return outs
 
     def close(self) -> None:
-        self._fn = None
+        self._held = {}
+        self._device = None
+        self._vm_fn = None
+        self._vm_ctx = None
         self._module = None
         self._ctx = None
 
