@@ -7,13 +7,13 @@ JOBS ?= auto
 IMPL ?=
 IMPL_ARG := $(if $(IMPL),--impl $(IMPL),)
 
-.PHONY: all venv conformance test strict bench clean
+.PHONY: all venv conformance test strict bench models optable clean
 
 all: test
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test]'
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test,models]'
 	touch $(STAMP)
 
 venv: $(STAMP)
@@ -30,6 +30,14 @@ test: $(STAMP)
 # The strict SPMD lane: the guard rails raise instead of warning.
 strict: $(STAMP)
 	NEURON_LIBTORCH_SPMD_STRICT=1 $(PY) -m pytest conformance -n $(JOBS) $(IMPL_ARG)
+
+# The whole model lane (make test runs a cheap subset of it); writes reports/<impl>/models.md.
+models: $(STAMP)
+	CONFORMANCE_MODELS=all $(PY) -m pytest conformance/test_models.py -n $(JOBS) $(IMPL_ARG)
+
+# Regenerate the checked-in op table (reference/lowering/optable.json) from the installed tools.
+optable: $(STAMP)
+	$(PY) -c "import sys; from reference.lowering.optable import main; sys.exit(main(['--write']))"
 
 # Benchmarks; figures go to reports/bench/.
 bench: $(STAMP)

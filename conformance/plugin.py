@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from conformance import snapshots, support as _support
+from conformance import models_report, snapshots, support as _support
 from conformance.support import support  # noqa: F401  (fixture for the support probes, issue 4)
 from conformance.implementation import DEFAULT_IMPL, Implementation, NotSupported, load_implementation
 
@@ -149,6 +149,7 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     if not _is_conformance(report.nodeid):
         return
     _SUPPORT.add(report)
+    _MODELS.add(report)
     entry = _RESULTS.setdefault(report.nodeid, {"outcome": "passed", "duration": 0.0, "reason": ""})
     entry["duration"] = round(entry["duration"] + report.duration, 3)
     if report.skipped:
@@ -164,6 +165,7 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 # Outcomes by test id, filled on the controller (xdist forwards every worker's reports to it).
 _RESULTS: dict[str, dict] = {}
 _SUPPORT = _support.Collected()
+_MODELS = models_report.Collected()
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
@@ -184,6 +186,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     _atomic_write(out / "summary.md", render_markdown(summary))
     if _SUPPORT.observations:
         _atomic_write(out / "support.md", _support.render(impl.name, summary["versions"], _SUPPORT.observations, _SUPPORT.order()))
+    if _MODELS.rows:
+        _atomic_write(out / "models.md", models_report.render(impl.name, summary["versions"], _MODELS.rows))
 
 
 def _summarize(impl: Implementation, config: pytest.Config, tests: dict) -> dict:

@@ -16,6 +16,7 @@ import torch
 
 from reference.core.errors import LoweringError, UnsupportedInputError
 from reference.core.specs import TensorSpec
+from reference.lowering.decompositions import extra_decompositions
 
 
 @dataclass(frozen=True)
@@ -28,12 +29,14 @@ class LoweredGraph:
 
 @functools.lru_cache(maxsize=1)
 def decomposition_table() -> dict:
-    """The core ATen decompositions plus torch-mlir's own table (SDPA, layer norm, ...)."""
+    """The core ATen decompositions, torch-mlir's own table (SDPA, layer norm, ...), and the
+    backend's (:mod:`reference.lowering.decompositions`: sort/topk with a defined tie order, ...)."""
     from torch._decomp import core_aten_decompositions
     from torch_mlir.extras.fx_decomp_util import get_decomposition_table
 
     table = dict(core_aten_decompositions())
     table.update(get_decomposition_table())
+    table.update(extra_decompositions())
     return table
 
 
