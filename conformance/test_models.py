@@ -147,23 +147,25 @@ def test_forward_matches_eager(lane, model):
     assert run.impl.graph_count() >= 1, "nothing was compiled"
 
 
-def _decode(run, net, ids, dtype=torch.float32, **tol):
-    want_prefill, want_step = hf.prefill_and_decode(net.forward, net, ids)
-    got_prefill, got_step = hf.prefill_and_decode(run.compile(net.forward), net, ids)
-    run.compare(got_prefill, want_prefill, "prefill logits", **tol)
-    run.compare(got_step, want_step, "decode-step logits", **tol)
+def _decode_part(lane, model: str, part: str, dtype: torch.dtype = torch.float32, **tol) -> None:
+    """Prefill and one decode step on a static cache, compiled and eager, logits compared."""
+    run = lane(model, part)
+    spec = hf.BY_NAME[model]
+    net, ids = spec.build(dtype), spec.inputs()["input_ids"]
+    ok = False
+    try:
+        want_prefill, want_step = hf.prefill_and_decode(net.forward, net, ids)
+        got_prefill, got_step = hf.prefill_and_decode(run.compile(net.forward), net, ids)
+        run.compare(got_prefill, want_prefill, "prefill logits", **tol)
+        run.compare(got_step, want_step, "decode-step logits", **tol)
+        ok = True
+    finally:
+        run.record(ok)
 
 
 @pytest.mark.parametrize("model", _params({"decoder"}, "decode"))
 def test_decoder_prefill_and_decode_step_match_eager(lane, model):
-    run = lane(model, "decode")
-    spec = hf.BY_NAME[model]
-    ok = False
-    try:
-        _decode(run, spec.build(), spec.inputs()["input_ids"])
-        ok = True
-    finally:
-        run.record(ok)
+    _decode_part(lane, model, "decode")
 
 
 @pytest.mark.parametrize("model", _params({"decoder"}, "generate"))
@@ -181,11 +183,4 @@ def test_greedy_generate_with_the_compiled_model_gives_eagers_tokens(lane, model
 
 @pytest.mark.parametrize("model", _params({"decoder"}, "bfloat16"))
 def test_decoder_in_bfloat16_matches_eager_within_the_stated_tolerance(lane, model):
-    run = lane(model, "bfloat16")
-    spec = hf.BY_NAME[model]
-    ok = False
-    try:
-        _decode(run, spec.build(torch.bfloat16), spec.inputs()["input_ids"], **BF16_TOLERANCE)
-        ok = True
-    finally:
-        run.record(ok)
+    _decode_part(lane, model, "bfloat16", torch.bfloat16, **BF16_TOLERANCE)
