@@ -8,13 +8,13 @@ IMPL ?=
 IMPL_ARG := $(if $(IMPL),--conformance-impl $(IMPL),)
 BASE ?= main
 
-.PHONY: all venv conformance test strict bench snapshot-review clean
+.PHONY: all venv conformance test strict bench snapshot-review models optable clean
 
 all: test
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test]'
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test,models]'
 	touch $(STAMP)
 
 venv: $(STAMP)
@@ -34,6 +34,15 @@ test: $(STAMP)
 strict: $(STAMP)
 	NEURON_LIBTORCH_SPMD_STRICT=1 $(PY) -m pytest conformance -n $(JOBS) $(IMPL_ARG) \
 		--conformance-lane strict --conformance-strict
+
+# The whole model lane (make test runs a cheap subset of it); writes reports/<impl>/models.md.
+models: $(STAMP)
+	CONFORMANCE_MODELS=all $(PY) -m pytest conformance/test_models.py -n $(JOBS) $(IMPL_ARG)
+
+# Regenerate the checked-in op table (reference/lowering/optable.json) from the installed tools.
+optable: $(STAMP)
+	$(PY) -c "import sys; from reference.lowering.optable import main; sys.exit(main(['--write']))"
+
 
 # The snapshot changes against BASE (a git ref): reports/snapshot-review.md and .html.
 snapshot-review: $(STAMP)

@@ -32,7 +32,7 @@ from pathlib import Path
 import pytest
 
 import conformance
-from conformance import expectations as _expectations, support as _support
+from conformance import expectations as _expectations, models_report, support as _support
 from conformance.implementation import (
     CAPABILITIES,
     DEFAULT_IMPL,
@@ -263,6 +263,7 @@ class Results:
         self.suite = suite
         self.tests: dict[str, dict] = {}
         self.support = _support.Collected()
+        self.models = models_report.Collected()
         self.times: list[dict] = []
         self.stale: list = []
 
@@ -272,6 +273,7 @@ class Results:
             return
         test = props[ITEM_PROPERTY]
         self.support.add(report)
+        self.models.add(report)
         if report.when == "teardown" and TIMES_PROPERTY in props:
             self.times.extend({"test": test, "graph": g, "seconds": s} for g, s in json.loads(props[TIMES_PROPERTY]))
         entry = self.tests.setdefault(test, {"outcome": "passed", "duration": 0.0, "message": ""})
@@ -298,6 +300,7 @@ class Results:
             compile_times=self.times,
             stale=[{"id": e.nodeid, "reason": e.reason} for e in self.stale],
             environment=_set_env(),
+            models=self.models,
         )
 
     def pytest_terminal_summary(self, terminalreporter) -> None:

@@ -25,7 +25,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
-from conformance import support as _support
+from conformance import models_report, support as _support
 
 SCHEMA_VERSION = 2
 OUTCOMES = ("passed", "failed", "error", "skipped", "xfailed", "xpassed")
@@ -33,7 +33,9 @@ SLOWEST = 15
 CHART_GRAPHS = 40
 
 
-def write(out: Path, *, impl, suite, results: dict, support, compile_times: list, stale: list, environment: dict) -> None:
+def write(
+    out: Path, *, impl, suite, results: dict, support, compile_times: list, stale: list, environment: dict, models=None
+) -> None:
     out.mkdir(parents=True, exist_ok=True)
     summary = summarize(impl, suite, results, support, compile_times, stale, environment)
     atomic_write(out / "summary.json", json.dumps(summary, indent=1, sort_keys=True) + "\n")
@@ -45,6 +47,8 @@ def write(out: Path, *, impl, suite, results: dict, support, compile_times: list
     if support.observations:
         text = _support.render(impl.name, summary["versions"], support.observations, support.order())
         atomic_write(out / "support.md", text)
+    if models is not None and models.rows:
+        atomic_write(out / "models.md", models_report.render(impl.name, summary["versions"], models.rows))
 
 
 def summarize(impl, suite, results: dict, support, compile_times: list, stale: list, environment: dict) -> dict[str, Any]:

@@ -501,6 +501,21 @@ def _break_probe(impl, fn, x, *, op: str) -> tuple[int, str]:
         return graphs, str(exc)
 
 
+def _no_break_probe(impl, fn, x) -> tuple[int, str]:
+    """Graphs compiled with fullgraph=True (result checked against eager) and '' when it compiled
+    without a break, else what went wrong."""
+    impl.reset()
+    impl.reset_graph_count()
+    try:
+        got = impl.torch_compile(fn, fullgraph=True)(x)
+    except torch._dynamo.exc.Unsupported:
+        return impl.graph_count(), "raised Unsupported"
+    except Exception as exc:  # noqa: BLE001 - no break was forced; the compiler then had its say
+        return impl.graph_count(), f"was not broken, and the compile failed ({type(exc).__name__})"
+    assert_close(got, fn(x))
+    return impl.graph_count(), ""
+
+
 @support_marker("graph_breaks", "torch.sort, torch.argsort")
 def test_sort_breaks(impl, support):
     limit = impl.forced_graph_breaks()["sort"]
@@ -513,15 +528,23 @@ def test_sort_breaks(impl, support):
         y = x * 2
         return y.argsort()[..., :3] + 1
 
-    # Below the threshold: a small dimension (a sort of `limit` elements itself may exceed what a
-    # compiler takes, which is why the backend breaks above it).
-    small_graphs, small_err = _break_probe(impl, f, torch.randn(2, 256), op="argsort")
+    def s(x):
+        v, i = torch.sort(x * 2, descending=True)
+        return v[..., :3], i[..., :3]
+
+    # At the threshold the sort compiles (and matches eager: random values, no ties); one above it breaks.
+    small_graphs, small_err = _no_break_probe(impl, s, torch.randn(2, 256))
+    at_graphs, at_err = _no_break_probe(impl, f, torch.randn(2, limit))
     big_graphs, big_err = _break_probe(impl, f, torch.randn(2, limit + 1), op="argsort")
     m_graphs, m_err = _break_probe(impl, m, torch.randn(2, limit + 1), op="argsort")
-    ok = small_graphs == 1 and not small_err and big_graphs == 2 and big_err and m_graphs == 2 and m_err
+    ok = (small_graphs, at_graphs) == (1, 1) and not small_err and not at_err and big_graphs == 2 and big_err \
+        and m_graphs == 2 and m_err
     support.record(SUPPORTED if ok else PARTIAL,
-                   f"Breaks when the sorted dimension has more than {limit} elements (function and method form): "
-                   f"256 -> {small_graphs} graph, {limit + 1} -> {big_graphs} graphs; fullgraph=True raises Unsupported.")
+                   f"Breaks when the sorted dimension has more than {limit} elements (function and method form). "
+                   f"Observed: sort of 256 and argsort of exactly {limit} elements compiled in {small_graphs} and "
+                   f"{at_graphs} graph under fullgraph=True and matched eager{'' if not (small_err or at_err) else ' (not: ' + (small_err or at_err) + ')'}; "
+                   f"{limit + 1} elements split the function into {big_graphs} graphs and raised Unsupported "
+                   "under fullgraph=True.")
 
 
 @support_marker("graph_breaks", "torch.topk")
@@ -534,20 +557,20 @@ def test_topk_breaks(impl, support):
             return torch.topk(y, k)[1].sum() + 1
         return g
 
+    def router(logits):  # a Mixtral-style router: top-2 of 4 experts, renormalized
+        weights, experts = torch.topk(torch.softmax(logits, dim=-1), 2, dim=-1)
+        return weights / weights.sum(-1, keepdim=True), experts
+
     x = torch.randn(2, limit + 8)
-    impl.reset()
-    try:
-        impl.torch_compile(f(limit - 1), fullgraph=True)(x)
-        below = "compiled without a break"
-    except torch._dynamo.exc.Unsupported:
-        below = "raised Unsupported"
-    except Exception as exc:  # noqa: BLE001 - no break was forced; the compiler then had its say
-        below = f"was not broken (the compile then failed: {type(exc).__name__})"
+    r_graphs, r_err = _no_break_probe(impl, router, torch.randn(16, 4))
+    below_graphs, below_err = _no_break_probe(impl, f(limit - 1), x)
     at, at_err = _break_probe(impl, f(limit), x, op="topk")
-    ok = not below.startswith("raised") and at_err and at == 2
+    ok = (r_graphs, below_graphs) == (1, 1) and not r_err and not below_err and at_err and at == 2
     support.record(SUPPORTED if ok else PARTIAL,
-                   f"Breaks when k is {limit} or larger: k={limit - 1} {below}; k={limit} split the function into "
-                   f"{at} graphs and raised Unsupported under fullgraph=True.")
+                   f"Breaks when k is {limit} or larger. Observed: a router's topk(k=2) over 4 experts "
+                   f"{'compiled in one graph and matched eager' if not r_err else r_err}; k={limit - 1} "
+                   f"{'compiled without a break and matched eager' if not below_err else below_err}; k={limit} split "
+                   f"the function into {at} graphs and raised Unsupported under fullgraph=True.")
 
 
 @support_marker("graph_breaks", "torch.nn.functional.grouped_mm, torch._grouped_mm")
@@ -585,7 +608,7 @@ def test_no_lowering_breaks(impl, support):
     m_graphs, m_err = _break_probe(impl, m, torch.randn(64), op="histc")
     ok = graphs == 2 and err and m_graphs == 2 and m_err
     support.record(SUPPORTED if ok else PARTIAL,
-                   f"Always breaks. The list is computed from the installed tools ({len(ops)} ops, e.g. "
+                   f"Always breaks. The implementation's table of ops that do not lower, compile, run and match eager ({len(ops)} ops, e.g. "
                    f"{', '.join(sorted(ops)[:6])}); torch.histc and Tensor.histc each split the function into "
                    f"{graphs} graphs, and fullgraph=True raises Unsupported naming the op and the reason.")
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import logging
+import re
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -174,6 +175,33 @@ def _fallback(what: str, exc: BaseException) -> None:
     log.warning(msg)
 
 
+_STDIN_ERROR = re.compile(r"<stdin>:(\d+):\d+: error: (.*)")
+_HLO_OP = re.compile(r'"?((?:stablehlo|chlo)\.\w+)')
+
+
+def name_rejected_op(exc: NEFFCompilationError, lowered: LoweredGraph, graph_name: str) -> NEFFCompilationError:
+    """The compile error with the op the compiler rejected named first, with what to do; ``exc``
+    itself when the compiler's output points at no line of the graph."""
+    found = _STDIN_ERROR.search(exc.compiler_log or "")
+    if found is None:
+        return exc
+    line, message = int(found.group(1)), found.group(2).strip()
+    text = lowered.hlo.splitlines()
+    hlo_op = _HLO_OP.search(text[line - 1]) if 0 < line <= len(text) else None
+    origin = lowered.origin_of_line(line)
+    what = origin or (hlo_op.group(1) if hlo_op else f"line {line} of the StableHLO")
+    if origin and hlo_op:
+        what += f", lowered to {hlo_op.group(1)}"
+    return NEFFCompilationError(
+        f"the compiler rejected {what}: {message}. Run this op eagerly: set "
+        "TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION=0 to fall back to eager for this graph, or break the graph "
+        "around the op (torch._dynamo.graph_break(), or move it out of the compiled region); `make optable` "
+        "regenerates the table of ops the backend breaks on",
+        graph_name=graph_name, command=exc.command, compiler_log=exc.compiler_log,
+        op=origin.split(" ", 1)[0] if origin else (hlo_op.group(1) if hlo_op else None),
+    )
+
+
 def build_artifact(
     lowered: LoweredGraph,
     compiler_args: Sequence[str],
@@ -213,13 +241,16 @@ def build_artifact(
         METRICS.bump("compiler_invocations")
         try:
             result = driver.compile(lowered.hlo, compiler_args, graph_name=graph_name)
-        except NEFFCompilationError as exc:
+        except NEFFCompilationError as raw:
+            exc = name_rejected_op(raw, lowered, graph_name)
             if cache is not None:
                 try:
                     cache.failures.record(key, graph_name=graph_name, error=exc)
                 except OSError as write_exc:
                     log.warning("could not record the failed compile of %s: %s", key, write_exc)
-            raise
+            if exc is raw:
+                raise
+            raise exc from raw
         meta = build_metadata(lowered, key, breakdown, compiler_args, graph_name)
         meta.compile_time_us = result.wall_us
         meta.extra.update(key_policy.metadata_extra)

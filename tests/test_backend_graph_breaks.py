@@ -1,11 +1,8 @@
-"""The backend's forced graph breaks: the rule, the thresholds, the computed no-lowering list, and
-the Dynamo hook (exercised with a small opted-in backend that runs graphs eagerly, so no compiler
-runs; the neuron backend itself is covered by the conformance probes)."""
+"""The backend's forced graph breaks: the rule, the thresholds, and the Dynamo hook (exercised with
+a small opted-in backend that runs graphs eagerly, so no compiler runs; the neuron backend itself is
+covered by the conformance probes; the op table by tests/test_lowering_optable.py)."""
 
 from __future__ import annotations
-
-import json
-import os
 
 import pytest
 import torch
@@ -13,7 +10,6 @@ import torch
 from reference.backends import graph_breaks
 from reference.core.errors import BackendOptionError
 from reference.backends.graph_breaks import decide
-from reference.lowering import no_lowering
 
 
 @pytest.fixture(autouse=True)
@@ -69,32 +65,6 @@ def test_thresholds_can_be_changed_and_unknown_ones_are_refused():
         graph_breaks.set_graph_break_thresholds(topk=0)
     graph_breaks.reset_graph_break_thresholds()
     assert decide("sort", [_fake(9)], {}) is None
-
-
-def test_the_no_lowering_list_is_computed_from_the_installed_tools():
-    ops = no_lowering.no_lowering_ops()
-    assert "histc" in ops and "torch.aten.histc" in ops["histc"]
-    for lowered in ("add", "mul", "matmul", "where", "sort", "softmax", "relu"):
-        assert lowered not in ops, lowered
-    memo = [f for f in os.listdir(no_lowering.memo_dir()) if f.startswith("no_lowering-")]
-    assert memo, "the computed list is memoized under its fingerprint"
-
-
-def test_the_probe_itself_finds_ops_without_a_lowering():
-    # Recompute for two ops with the real lowering (not the memo): one lowers, one does not.
-    from reference.lowering.stablehlo import decomposition_table
-
-    found = no_lowering._probe(["histc", "add"], decomposition_table())
-    assert list(found) == ["histc"]
-
-
-def test_the_memo_is_keyed_by_the_tool_versions():
-    from reference.lowering.stablehlo import decomposition_table
-
-    fp = no_lowering._fingerprint(decomposition_table())
-    path = os.path.join(no_lowering.memo_dir(), f"no_lowering-{fp}.json")
-    no_lowering.no_lowering_ops()
-    assert json.load(open(path)) == no_lowering.no_lowering_ops()
 
 
 def _counting_backend(opt_in: bool):

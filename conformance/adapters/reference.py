@@ -197,7 +197,7 @@ class ReferenceImplementation(Implementation):
             "gb_type": graph_breaks.GB_TYPE,
             "sort": graph_breaks.THRESHOLDS.get("sort"),
             "topk": graph_breaks.THRESHOLDS.get("topk"),
-            "no_lowering": dict(graph_breaks.no_lowering_ops()),
+            "no_lowering": dict(graph_breaks.break_ops()),
         }
 
     def environment_variables(self) -> Mapping[str, Any]:

@@ -8,10 +8,12 @@ rules, for the function form (``torch.sort(x)``) and the method form (``x.sort()
 - ``sort`` / ``argsort``: when the sorted dimension has more than ``sort`` (16,384) elements;
 - ``topk``: when ``k`` is ``topk`` (16,384) or larger;
 - ``grouped_mm`` (``torch.nn.functional.grouped_mm``, ``torch._grouped_mm``): always;
-- every op with no lowering: always.
+- every op in the checked-in op table: always. Those are the ops that, called alone on a small
+  input, do not lower, compile, run and match eager with the installed tools
+  (:mod:`reference.lowering.optable` generates the table; this module only reads it).
 
-The ops with no lowering are not listed by hand; :mod:`reference.lowering.no_lowering` computes them
-from the installed tools.
+Below their thresholds ``sort``, ``argsort`` and ``topk`` compile (the backend's decompositions in
+:mod:`reference.lowering.sorting`), with ties ordered by index like ``torch.sort(stable=True)``.
 
 Shapes are static for these backends: while Dynamo traces for them, automatic dynamic shapes are
 off (unless the caller asked for ``dynamic=True``, which the backend then rejects), so a new input
@@ -33,7 +35,7 @@ from typing import Any, Callable
 import torch
 
 from reference.core.errors import BackendOptionError
-from reference.lowering.no_lowering import no_lowering_ops
+from reference.lowering.optable import break_ops
 
 #: The diagnostic type of the ``Unsupported`` raised under ``fullgraph=True``.
 GB_TYPE = "Op not supported by the Neuron backend"
@@ -126,7 +128,7 @@ def decide(name: str, args: list, kwargs: dict) -> BreakDecision | None:
         return None
     if name in ALWAYS_BREAK:
         return BreakDecision(name, "grouped_mm has no lowering on this backend")
-    reason = no_lowering_ops().get(name)
+    reason = break_ops().get(name)
     if reason is not None:
         return BreakDecision(name, reason)
     return None
@@ -185,7 +187,7 @@ _SIZE_RULES = ("sort", "argsort", "topk")
 
 
 def _check(tx, name: str, args: list, kwargs: dict, form: str) -> None:
-    if name not in _SIZE_RULES and name not in ALWAYS_BREAK and name not in no_lowering_ops():
+    if name not in _SIZE_RULES and name not in ALWAYS_BREAK and name not in break_ops():
         return  # the common case: nothing to decide, no values to read
     if not _backend_opted_in(tx):
         return

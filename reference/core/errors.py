@@ -47,6 +47,7 @@ class NEFFCompilationError(NeuronBackendError):
         graph_name: str | None = None,
         command: Sequence[str] | None = None,
         compiler_log: str = "",
+        op: str | None = None,
     ) -> None:
         text = (f"graph {graph_name!r}: " if graph_name else "") + message
         if compiler_log:
@@ -57,6 +58,7 @@ class NEFFCompilationError(NeuronBackendError):
         self.graph_name = graph_name
         self.command = list(command) if command else None
         self.compiler_log = compiler_log
+        self.op = op  # the ATen op the compiler rejected, when the error could be traced to one
 
 
 class CompilerArgumentError(NEFFCompilationError):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 import torch
@@ -37,3 +37,10 @@ class LoweredGraph:
     input_specs: tuple[TensorSpec, ...]
     output_specs: tuple[TensorSpec, ...]
     node_count: int
+    #: ``(line of hlo, the FX node it came from)`` for the lines whose origin is known, so that a
+    #: compiler error at ``<stdin>:LINE`` can name the ATen op (empty when served from the HLO cache).
+    origins: tuple[tuple[int, str], ...] = field(default=(), compare=False)
+
+    def origin_of_line(self, line: int) -> str | None:
+        """The ATen op (with its node and source line) that the HLO text's ``line`` came from."""
+        return dict(self.origins).get(line)

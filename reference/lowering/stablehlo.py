@@ -16,16 +16,19 @@ import torch
 
 from reference.core.errors import LoweringError, UnsupportedInputError
 from reference.core.specs import LoweredGraph, TensorSpec
+from reference.lowering.decompositions import extra_decompositions
 
 
 @functools.lru_cache(maxsize=1)
 def decomposition_table() -> dict:
-    """The core ATen decompositions plus torch-mlir's own table (SDPA, layer norm, ...)."""
+    """The core ATen decompositions, torch-mlir's own table (SDPA, layer norm, ...), and the
+    backend's (:mod:`reference.lowering.decompositions`: sort/topk with a defined tie order, ...)."""
     from torch._decomp import core_aten_decompositions
     from torch_mlir.extras.fx_decomp_util import get_decomposition_table
 
     table = dict(core_aten_decompositions())
     table.update(get_decomposition_table())
+    table.update(extra_decompositions())
     return table
 
 
@@ -105,9 +108,12 @@ def lower_to_stablehlo(gm: torch.fx.GraphModule, *, graph_name: str) -> LoweredG
     def _collect(diag) -> bool:
         diagnostics.append(str(diag.message))
         diagnostics.extend(str(note.message) for note in diag.notes)
+        locations.append(str(diag.location))
         return True  # handled: keep MLIR from printing to stderr
 
+    locations: list[str] = []
     handler = context.attach_diagnostic_handler(_collect)
+    nodes = _tag_nodes(gm)
     try:
         module = tm_fx.stateless_fx_import(
             gm, output_type="stablehlo", fx_importer=FxImporter(context=context), model_name="main"
@@ -116,17 +122,93 @@ def lower_to_stablehlo(gm: torch.fx.GraphModule, *, graph_name: str) -> LoweredG
         text = "\n".join(diagnostics) or str(exc)
         ops = sorted(set(_FAILED_OP.findall(text)) | set(_OPERATOR_NAME.findall(text)))
         ops = [op for op in ops if op != "torch.operator"]
+        # The op that failed may be a constant or a helper op; its location names the ATen op.
+        # (``ops`` stays what torch-mlir named: the op table condemns an op only on those.)
+        origins = [d for d in (_describe(nodes, loc) for loc in locations) if d]
         what = ", ".join(ops) if ops else "an operation"
+        origin = f" (from {origins[0]})" if origins else ""
         raise LoweringError(
-            f"torch-mlir could not lower {what} to StableHLO; run it outside the compiled region "
+            f"torch-mlir could not lower {what}{origin} to StableHLO; run it outside the compiled region "
             f"(a graph break) or decompose it.\n{_first_lines(text, 12)}",
             graph_name=graph_name,
             ops=ops,
         ) from exc
     finally:
         handler.detach()
+        _untag_nodes(nodes)
     hlo = module.operation.get_asm(enable_debug_info=False, large_elements_limit=None)
-    return LoweredGraph(hlo=hlo, input_specs=ins, output_specs=output_specs(gm), node_count=len(gm.graph.nodes))
+    debug = module.operation.get_asm(enable_debug_info=True, large_elements_limit=None)
+    return LoweredGraph(hlo=hlo, input_specs=ins, output_specs=output_specs(gm), node_count=len(gm.graph.nodes),
+                        origins=_line_origins(debug, nodes))
+
+
+# --- where each op of the StableHLO text came from -------------------------------------------------
+# torch-mlir turns a node's stack trace into the MLIR location of what it emits for the node. While
+# lowering, each call node's trace is replaced by a tag naming the node (its index as a file name),
+# so the debug-info text maps every line back to an FX node. Locations never enter the hashed text.
+
+_TAG = re.compile(r'"neuron-node-(\d+)"')
+_LOC_REF = re.compile(r"loc\((#loc\d*)\)\s*$")
+_LOC_DEF = re.compile(r"^(#loc\d*) = (loc\(.*\))\s*$")
+_USER_FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\w+)')
+
+
+def _tag_nodes(gm: torch.fx.GraphModule) -> list:
+    nodes = list(gm.graph.nodes)
+    for i, node in enumerate(nodes):
+        node.meta["_neuron_saved_trace"] = node.meta.get("stack_trace")
+        node.meta["stack_trace"] = f'  File "neuron-node-{i}", line 1, in {node.name}\n'
+    return nodes
+
+
+def _untag_nodes(nodes: list) -> None:
+    for node in nodes:
+        saved = node.meta.pop("_neuron_saved_trace", None)
+        if saved is None:
+            node.meta.pop("stack_trace", None)
+        else:
+            node.meta["stack_trace"] = saved
+
+
+def _describe(nodes: list, location: str) -> str | None:
+    """``aten.topk.default (node topk, model.py:107 in forward)`` for a location naming a node."""
+    found = _TAG.findall(location)
+    if not found:
+        return None
+    node = nodes[int(found[0])]
+    where = ""
+    trace = node.meta.get("_neuron_saved_trace") or node.meta.get("stack_trace") or ""
+    frames = _USER_FRAME.findall(trace) if "neuron-node-" not in trace else []
+    if frames:
+        file, line, fn = frames[-1]
+        where = f", {file.rsplit('/', 1)[-1]}:{line} in {fn}"
+    return f"{node.target} (node {node.name}{where})"
+
+
+def _line_origins(debug_text: str, nodes: list) -> tuple[tuple[int, str], ...]:
+    """Line number (1-based, in the text without debug info) -> the node it came from."""
+    lines = debug_text.splitlines()
+    # The debug text may open with location aliases; the module starts where the plain text does.
+    skip = next((i for i, line in enumerate(lines) if line.startswith("module")), 0)
+    aliases = {m.group(1): m.group(2) for m in map(_LOC_DEF.match, lines) if m}
+
+    def resolve(text: str, depth: int = 0) -> str:
+        if depth > 8:
+            return text
+        return re.sub(r"#loc\d*", lambda m: resolve(aliases.get(m.group(0), ""), depth + 1), text)
+
+    body = lines[skip:]
+    found: list[str | None] = [None] * len(body)
+    for i, line in enumerate(body):
+        ref = _LOC_REF.search(line)
+        if ref is not None:
+            found[i] = _describe(nodes, resolve(ref.group(1)))
+    # An op with a region prints its location on its closing line; its first line (where the
+    # compiler points) takes the origin of the next located line.
+    for i in range(len(body) - 2, -1, -1):
+        if found[i] is None and not body[i].strip().startswith(("}", "func.func", "module")):
+            found[i] = found[i + 1]
+    return tuple((i + 1, what) for i, what in enumerate(found) if what)
 
 
 def _first_lines(text: str, n: int) -> str:

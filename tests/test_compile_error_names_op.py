@@ -1,0 +1,59 @@
+"""A compile failure inside a model names the ATen op the compiler rejected, with what to do.
+
+To get a real rejection, the backend's topk decomposition is taken out of the decomposition table
+for the test: torch-mlir then lowers topk to a sort and slices, which IREE rewrites into
+``chlo.top_k`` and rejects (the very failure the decomposition exists for). Everything else is the
+real pipeline."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import reference
+from reference.lowering.stablehlo import decomposition_table
+
+aten = torch.ops.aten
+
+
+class Router(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = torch.nn.Linear(8, 4)
+
+    def forward(self, x):
+        probs = torch.softmax(self.gate(x), dim=-1)
+        weights, experts = torch.topk(probs, 2, dim=-1)
+        return weights * 2, experts
+
+
+@pytest.fixture
+def without_topk_decomposition(monkeypatch):
+    monkeypatch.delitem(decomposition_table(), aten.topk.default)
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+def test_the_rejected_op_is_named_with_its_source_line_and_the_fallback_hint(without_topk_decomposition):
+    model, x = Router().eval(), torch.randn(5, 8)
+    with pytest.raises(reference.NEFFCompilationError) as info:
+        torch.compile(model, backend="neuron")(x)
+    err = info.value
+    first = str(err).splitlines()[0]
+    assert err.op == "aten.topk.default"
+    assert "the compiler rejected aten.topk.default (node topk" in first
+    assert "test_compile_error_names_op.py:" in first and "in forward" in first  # the user's line
+    assert "TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION=0" in first and "graph_break" in first
+    assert "compiler exited" not in first
+    assert "chlo.top_k" in err.compiler_log  # the compiler's own words stay in the error
+
+
+def test_the_hint_works_the_graph_falls_back_to_eager(without_topk_decomposition, monkeypatch):
+    monkeypatch.setenv("TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION", "0")
+    model, x = Router().eval(), torch.randn(5, 8)
+    with pytest.warns(Warning):
+        got = torch.compile(model, backend="neuron")(x)
+    want = model(x)
+    torch.testing.assert_close(got[0], want[0])
+    assert torch.equal(got[1], want[1])
