@@ -44,11 +44,11 @@ def main() -> int:
 
     import torch
 
-    import fixtures
+    import neuron_fixtures
     from conformance.implementation import NotSupported, load_implementation
 
     impl = load_implementation(ns.impl)
-    model, args = fixtures.build(ns.fixture)
+    model, args = neuron_fixtures.build(ns.fixture)
     compiled = impl.compile(model)
     if ns.barrier:
         open(f"{ns.barrier}.ready.{os.getpid()}", "w").close()
