@@ -1,0 +1,106 @@
+"""A tiny decoder for the graph-capture contract, built on an implementation's ATOM surface.
+
+The model is written against the names the seed gives (``eager_region``, ``token_graph``,
+``get_forward_context``) taken from the module the adapter returns, so the same model runs on any
+implementation. Its attention reads the step's metadata from the forward context: the context
+lengths (a tensor) and ``max_seqlen_k`` (a host int that picks how much of the cache it reads),
+which is what makes it an eager region. It is correct under FULL too, as long as the recorded
+``max_seqlen_k`` covers the live one: the lengths mask whatever it reads beyond them.
+
+Each call of the attention appends ``(rows, max_seqlen_k)`` to ``model.attention_calls``, so a test
+can see which metadata an eager region ran with.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+from typing import Any
+
+import torch
+from torch import nn
+
+VOCAB, DIM, HEADS, MAX_LEN, MAX_SEQS = 64, 32, 2, 12, 8
+
+
+def build_graph_decoder(atom: ModuleType, *, per_phase: bool = False, seed: int = 0) -> nn.Module:
+    """A decoder whose backbone is a ``@token_graph`` unit with one eager-region attention."""
+    head_dim = DIM // HEADS
+    calls: list[tuple[int, int]] = []
+
+    @atom.eager_region
+    def cache_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        fc = atom.get_forward_context()
+        md, kv = fc.attn_metadata, fc.kv_cache_data["layer0"]
+        rows, span = q.shape[0], md.max_seqlen_k
+        calls.append((rows, span))
+        keys = torch.cat([kv.k_cache[:rows, :span], k[:, None]], dim=1)  # [rows, span + 1, H, D]
+        vals = torch.cat([kv.v_cache[:rows, :span], v[:, None]], dim=1)
+        lens = md.context_lens[:rows]
+        valid = torch.arange(span + 1, device=q.device)[None, :] < lens[:, None]
+        valid[:, span] = True  # every row attends to its own new token
+        scores = torch.einsum("thd,tlhd->thl", q, keys) * head_dim**-0.5
+        scores = scores.masked_fill(~valid[:, None, :], float("-inf"))
+        return torch.einsum("thl,tlhd->thd", scores.softmax(-1), vals)
+
+    @atom.token_graph(per_phase=per_phase)
+    class Backbone(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.embed = nn.Embedding(VOCAB, DIM)
+            self.pos = nn.Embedding(MAX_LEN + 1, DIM)
+            self.qkv = nn.Linear(DIM, 3 * DIM)
+            self.o = nn.Linear(DIM, DIM)
+            self.norm = nn.LayerNorm(DIM)
+            self.up = nn.Linear(DIM, 2 * DIM)
+            self.down = nn.Linear(2 * DIM, DIM)
+
+        def forward(self, input_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+            h = self.embed(input_ids) + self.pos(positions)
+            q, k, v = self.qkv(h).view(-1, 3, HEADS, head_dim).unbind(1)
+            h = h + self.o(cache_attention(q, k, v).reshape(-1, DIM))
+            return h + self.down(torch.nn.functional.gelu(self.up(self.norm(h))))
+
+    class GraphDecoder(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.model = Backbone()
+            self.lm_head = nn.Linear(DIM, VOCAB)
+            self.attention_calls = calls
+
+        def forward(self, input_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+            return self.model(input_ids, positions)
+
+        def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
+            return self.lm_head(hidden)
+
+    gen = torch.Generator().manual_seed(seed)
+    model = GraphDecoder()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(torch.randn(p.shape, generator=gen) * 0.2)
+    return model.eval()
+
+
+def kv_cache(atom: ModuleType, seed: int = 1, device: Any = "cpu") -> dict:
+    """A filled cache of ``MAX_SEQS`` request slots of ``MAX_LEN`` entries."""
+    gen = torch.Generator().manual_seed(seed)
+    k = torch.randn(MAX_SEQS, MAX_LEN, HEADS, DIM // HEADS, generator=gen).to(device)
+    v = torch.randn(MAX_SEQS, MAX_LEN, HEADS, DIM // HEADS, generator=gen).to(device)
+    return {"layer0": atom.KVCacheTensor(0, k, v)}
+
+
+def decode_step(batch_size: int, seed: int, device: Any = "cpu") -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(input_ids, positions, context_lens)`` of a decode step of ``batch_size`` requests."""
+    gen = torch.Generator().manual_seed(seed)
+    lens = torch.randint(1, MAX_LEN + 1, (batch_size,), generator=gen)
+    ids = torch.randint(0, VOCAB, (batch_size,), generator=gen)
+    return ids.to(device), lens.to(device), lens.to(device)
+
+
+def eager_logits(atom: ModuleType, model: nn.Module, cache: dict, step: tuple, *, max_seqlen_k: int = MAX_LEN) -> torch.Tensor:
+    """The step run with no compiler and no graph: the uncompiled forward, live metadata."""
+    ids, pos, lens = step
+    attn = atom.AttentionMetaData(max_seqlen_q=1, max_seqlen_k=max_seqlen_k, context_lens=lens)
+    ctx = atom.Context(positions=pos, batch_size=len(lens), running_bs=len(lens), running_tokens=len(ids))
+    with torch.no_grad(), atom.forward_context(attn, None, ctx, kv_cache_data=cache):
+        return model.compute_logits(type(model.model).forward(model.model, ids, pos))
