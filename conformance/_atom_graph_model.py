@@ -19,7 +19,7 @@ from typing import Any
 import torch
 from torch import nn
 
-VOCAB, DIM, HEADS, MAX_LEN, MAX_SEQS = 64, 32, 2, 12, 8
+VOCAB, DIM, HEADS, MAX_LEN, MAX_SEQS = 64, 32, 2, 12, 10
 
 
 def build_graph_decoder(atom: ModuleType, *, per_phase: bool = False, seed: int = 0) -> nn.Module:
@@ -104,3 +104,49 @@ def eager_logits(atom: ModuleType, model: nn.Module, cache: dict, step: tuple, *
     ctx = atom.Context(positions=pos, batch_size=len(lens), running_bs=len(lens), running_tokens=len(ids))
     with torch.no_grad(), atom.forward_context(attn, None, ctx, kv_cache_data=cache):
         return model.compute_logits(type(model.model).forward(model.model, ids, pos))
+
+
+def compiled_decoder(atom: ModuleType, backend: str, *, device: Any = "cpu", per_phase: bool = False) -> nn.Module:
+    """The decoder with its backbone compiled in place by ``backend`` through the recording backend.
+
+    Inductor gets dynamic shapes (one compile serves every bucket); other backends compile each
+    bucket's static shape (the reference backend compiles static shapes only).
+    """
+    model = build_graph_decoder(atom, per_phase=per_phase).to(device)
+    model.model.compile(backend=atom.recording_backend(backend), dynamic=True if backend == "inductor" else False)
+    return model
+
+
+def make_runner(
+    atom: ModuleType,
+    model: nn.Module,
+    mode: Any,
+    *,
+    sizes: Any = (2, 4, 8),
+    max_num_seqs: int = MAX_SEQS,
+    cache: dict,
+    device: Any = "cpu",
+    **kwargs: Any,
+) -> Any:
+    """A runner at level 0 (the model is compiled already) with ``mode`` and explicit sizes."""
+    cc = atom.CompilationConfig(cudagraph_mode=mode, cudagraph_capture_sizes=list(sizes))
+    config = atom.Config(compilation_config=cc, max_num_seqs=max_num_seqs, enforce_eager=kwargs.pop("enforce_eager", False))
+    return atom.ModelRunner(model, config, device=device, kv_cache_data=cache, max_model_len=MAX_LEN, **kwargs)
+
+
+def replay_mismatches(
+    atom: ModuleType, model: nn.Module, runner: Any, cache: dict, batch_sizes: Any, *, atol: float, device: Any = "cpu"
+) -> dict[int, float]:
+    """Run a decode of each batch size through ``runner`` and eagerly; the batch sizes whose
+    logits differ by more than ``atol`` (worst absolute difference). Every step's inputs are fresh
+    tensors, so a replay that does not copy them into its recorded buffers reads stale values."""
+    bad: dict[int, float] = {}
+    with torch.no_grad():
+        for bs in batch_sizes:
+            step = decode_step(bs, seed=100 + bs, device=device)
+            want = eager_logits(atom, model, cache, step)
+            got = runner.execute(*step)
+            diff = (got - want).abs().max().item() if got.shape == want.shape else float("inf")
+            if not diff <= atol:
+                bad[bs] = diff
+    return bad

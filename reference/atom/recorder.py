@@ -76,7 +76,10 @@ class GraphPool:
 
     @property
     def nbytes(self) -> int:
-        """Bytes the CPU pool holds now (0 before the first recording)."""
+        """Bytes the pool holds now: the CPU storage, or the CUDA segments of the pool once a
+        capture used it (0 before the first recording)."""
+        if self._cuda_handle is not None:
+            return self.cuda_reserved_bytes()
         return 0 if self._storage is None else self._storage.nbytes()
 
     def storage(self, nbytes: int) -> torch.UntypedStorage:

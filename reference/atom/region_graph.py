@@ -96,12 +96,13 @@ class TokenGraph:
     """The token-bucket recordings of one unit.
 
     Buckets are keyed by row count (the first input's leading dimension) and, when ``per_phase``,
-    by phase as well.
+    by phase as well. ``pool`` defaults to :func:`graph_pool` (a private pool is for measuring).
     """
 
-    def __init__(self, name: str = "token_graph", *, per_phase: bool = False) -> None:
+    def __init__(self, name: str = "token_graph", *, per_phase: bool = False, pool: Optional[GraphPool] = None) -> None:
         self.name = name
         self.per_phase = per_phase
+        self.pool = pool if pool is not None else graph_pool()
         self._recordings: dict[tuple[int, Optional[str]], Recording] = {}
         self._asked: dict[str, set[int]] = {p: set() for p in PHASES}
 
@@ -120,7 +121,7 @@ class TokenGraph:
         if key in self._recordings:
             return self._recordings[key].replay(*inputs)
         rec = new_recording(
-            device, pool=graph_pool(), break_at_eager_regions=True, name=f"{self.name}[{rows} rows, {phase}]"
+            device, pool=self.pool, break_at_eager_regions=True, name=f"{self.name}[{rows} rows, {phase}]"
         )
         out = rec.record(fn, *inputs)
         self._recordings[key] = rec
@@ -200,8 +201,9 @@ def token_graph_of(module: nn.Module) -> TokenGraph:
 class ReqGraph:
     """Whole-forward recordings keyed by :func:`request_bucket` (FULL mode)."""
 
-    def __init__(self, name: str = "req_graph") -> None:
+    def __init__(self, name: str = "req_graph", *, pool: Optional[GraphPool] = None) -> None:
         self.name = name
+        self.pool = pool if pool is not None else graph_pool()
         self._recordings: dict[tuple[int, int], Recording] = {}
 
     def record(self, key: tuple[int, int], fn: Callable, *static_inputs: torch.Tensor) -> Any:
@@ -209,7 +211,7 @@ class ReqGraph:
         if key in self._recordings:
             raise GraphCaptureError(f"{self.name}: bucket {key} is already recorded")
         rec = new_recording(
-            _device_of(static_inputs), pool=graph_pool(), break_at_eager_regions=False, name=f"{self.name}{key}"
+            _device_of(static_inputs), pool=self.pool, break_at_eager_regions=False, name=f"{self.name}{key}"
         )
         out = rec.record(fn, *static_inputs)
         self._recordings[key] = rec
