@@ -273,6 +273,14 @@ class Implementation:
         """The exception types the guard rails raise under ``NEURON_LIBTORCH_SPMD_STRICT=1``."""
         raise NotSupported("SPMD: guard rails")
 
+    # --- ATOM compilation and graph capture -----------------------------------------------------
+    def atom(self) -> Any:
+        """The implementation's ATOM module: an object with the public names of the ATOM design
+        (``Config``, ``CompilationConfig``, ``CompilationLevel``, ``CUDAGraphMode``,
+        ``support_torch_compile``, ``direct_register_custom_op``, ``compile_model``,
+        ``COUNTERS``, ``BufferUpdateError``, ``ConfigError``, and the graph-capture names)."""
+        raise NotSupported("ATOM compilation and graph capture")
+
     def compile_env(self) -> Mapping[str, str]:
         """Environment variables a fresh process needs to use this implementation (e.g. a cache
         directory); the suite adds them to the child processes it starts."""

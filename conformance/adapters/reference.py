@@ -302,5 +302,11 @@ class ReferenceImplementation(Implementation):
         return (SPMDViolationError,)
 
 
+    def atom(self):
+        import reference.atom
+
+        return reference.atom
+
+
 def make() -> ReferenceImplementation:
     return ReferenceImplementation()

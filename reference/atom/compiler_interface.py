@@ -303,6 +303,10 @@ class ReferenceAdaptor(CompilerInterface):
             def backend(gm, inputs, **_):
                 return neuron_backend(gm, inputs, options=options)
 
+            if hasattr(tupled, "real_recompile"):
+                # A lazily generated forward is a stub Dynamo refuses to trace: generate it now.
+                tupled.real_recompile()
+
             compiled = torch.compile(tupled, backend=backend, dynamic=False, fullgraph=True)
             compiled(*example_inputs)
         if not single:

@@ -164,7 +164,7 @@ def _support_torch_compile(cls: type, dynamic_arg_dims: dict[str, Union[int, lis
     cls.__bases__ = cls.__bases__ + (TorchCompileWrapperWithCustomDispatcher,)
     old_init = cls.__init__
     init_params = inspect.signature(old_init).parameters
-    takes_config = "atom_config" in init_params or any(p.kind is p.VAR_KEYWORD for p in init_params.values())
+    takes_config = "atom_config" in init_params  # passed on only to an __init__ that names it
 
     def __init__(self, *args, atom_config: Optional[Config] = None, prefix: str = "", **kwargs):
         config = atom_config if atom_config is not None else Config()
