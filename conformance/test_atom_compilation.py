@@ -29,6 +29,7 @@ import pytest
 import torch
 
 from conformance import _atom_model as M
+from conformance.test_cache_reliability import _spec
 
 # float32 pieces from another compiler against eager, sums of at most 48 terms reassociated.
 ATOL = 1e-4
@@ -53,13 +54,12 @@ def _config(atom, compiler, cache_dir, level=3, **cc):
     )
 
 
-def _warm_child(impl, compiler, cache_dir, layers, tmp) -> dict:
-    from conformance.plugin import _RESULTS_KEY  # noqa: F401  (the spec travels like the cache tests')
-
+def _warm_child(impl, spec, compiler, cache_dir, layers, tmp) -> dict:
+    """Run the decoder in a fresh process (another hash seed and working directory)."""
     out = tmp / f"warm_{compiler}.json"
     sizes = ",".join(str(s) for s in (OTHER_SIZES[0], COMPILE_SIZE))
     cmd = [
-        sys.executable, "-m", "conformance._atom_child", "--impl", os.environ.get("CONFORMANCE_IMPL", "") or _SPEC[0],
+        sys.executable, "-m", "conformance._atom_child", "--impl", spec,
         "--out", str(out), "--cache-dir", str(cache_dir), "--compiler", compiler, "--layers", str(layers),
         "--compile-sizes", str(COMPILE_SIZE), "--sizes", sizes,
     ]
@@ -74,22 +74,12 @@ def _warm_child(impl, compiler, cache_dir, layers, tmp) -> dict:
     return result
 
 
-_SPEC: list[str] = []
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _impl_spec(pytestconfig):
-    from conformance.plugin import _RESULTS_KEY
-
-    _SPEC[:] = [pytestconfig.stash[_RESULTS_KEY]["spec"]]
-
-
 @pytest.fixture(
     scope="module",
     # One xdist worker per compiler, so that each fixture runs once under -n.
     params=[pytest.param(name, marks=pytest.mark.xdist_group(f"atom_compilation_{name}")) for name in sorted(LAYERS)],
 )
-def piecewise(request, impl, atom, tmp_path_factory):
+def piecewise(request, pytestconfig, impl, atom, tmp_path_factory):
     """Level 3 with one piece compiler: cold compile, every size, the guard check, a warm child."""
     compiler = request.param
     layers = LAYERS[compiler]
@@ -126,7 +116,7 @@ def piecewise(request, impl, atom, tmp_path_factory):
     seen["cold"] = atom.COUNTERS.delta(start)
     seen["errors"] = errors
     seen["outputs"] = {k: v.tolist() for k, v in outputs.items()}
-    seen["warm"] = _warm_child(impl, compiler, cache_dir, layers, tmp)
+    seen["warm"] = _warm_child(impl, _spec(pytestconfig), compiler, cache_dir, layers, tmp)
     return seen
 
 
@@ -206,7 +196,7 @@ def levels(atom, tmp_path_factory):
     return seen
 
 
-pytestmark_levels = pytest.mark.xdist_group("atom_compilation_levels")
+_levels_group = pytest.mark.xdist_group("atom_compilation_levels")
 
 
 def _dynamo_frames() -> int:
@@ -225,14 +215,14 @@ def _graph_break_model(atom):
     return atom.support_torch_compile(WithBreak)
 
 
-@pytestmark_levels
+@_levels_group
 def test_level_0_never_reaches_dynamo(levels):
     assert levels[0]["error"] == 0.0
     assert levels[0]["frames"] == 0
     assert levels[0]["counters"].num_dynamo_compiles == 0
 
 
-@pytestmark_levels
+@_levels_group
 def test_level_1_traces_a_full_graph_with_dynamo_and_compiles_nothing(levels):
     assert levels[1]["frames"] > 0, "level 1 did not run Dynamo"
     assert levels[1]["counters"].num_dynamo_compiles == 0, "level 1 compiled through the decorator"
@@ -242,7 +232,7 @@ def test_level_1_traces_a_full_graph_with_dynamo_and_compiles_nothing(levels):
     assert levels["break"][1] is not None, "level 1 (full graph) accepted a graph break"
 
 
-@pytestmark_levels
+@_levels_group
 def test_level_2_compiles_one_graph_without_pieces(levels):
     c = levels[2]["counters"]
     assert c.num_dynamo_compiles == 1, "two sizes, one compile: the batch dimension is dynamic"
@@ -250,7 +240,7 @@ def test_level_2_compiles_one_graph_without_pieces(levels):
     assert levels[2]["error"] <= ATOL
 
 
-@pytestmark_levels
+@_levels_group
 def test_level_2_dispatch_skips_guards_where_plain_torch_compile_recompiles(levels):
     assert levels["guard"]["counters"].num_dynamo_compiles == 0
     assert levels["guard"]["error"] <= ATOL, "the dispatcher ran code compiled with the old eps"

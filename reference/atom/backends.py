@@ -194,12 +194,19 @@ def traced_files(graph: fx.GraphModule) -> list[str]:
 class VllmBackend:
     """The ``torch.compile`` backend of level 3 (one instance per compiled model part)."""
 
-    def __init__(self, config: Config, prefix: str = "", extra_traced_files: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        config: Config,
+        prefix: str = "",
+        extra_traced_files: tuple[str, ...] = (),
+        compiler: Optional[CompilerInterface] = None,
+    ) -> None:
+        """``compiler`` overrides the piece compiler the configuration picks (``make_compiler``)."""
         self.config = config
         self.compilation_config = config.compilation_config
         self.prefix = prefix
         self.extra_traced_files = tuple(extra_traced_files)
-        self.compiler_manager = CompilerManager(self.compilation_config)
+        self.compiler_manager = CompilerManager(self.compilation_config, compiler)
         self.split_gm: Optional[fx.GraphModule] = None
         self.piecewise_graphs: list[SplitItem] = []
         self.piecewise_backends: dict[str, PiecewiseBackend] = {}
