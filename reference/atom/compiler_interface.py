@@ -34,6 +34,8 @@ import torch
 import torch.fx as fx
 
 from reference import NeuronBackendError
+from reference.cache.key import tool_versions
+from reference.compiler.scope import current_scoped_compiler_args
 
 __all__ = [
     "CompilerInterface",
@@ -283,12 +285,11 @@ class ReferenceAdaptor(CompilerInterface):
     name = "reference"
 
     def compute_hash(self, config: Any) -> str:
-        from reference.cache.key import tool_versions
-
         return _digest(sorted(tool_versions().items()))
 
     def _compile(self, graph, example_inputs, compiler_args: Optional[list[str]], runtime_shape: Optional[int]) -> Callable:
-        from reference.compile.backend import neuron_backend
+        # Importing the seam computes its no-lowering list: done when a piece first needs it.
+        from reference.backends.neuron import neuron_backend
 
         options = {} if compiler_args is None else {"compiler_args": list(compiler_args)}
         tupled, single = _with_tuple_output(graph)
@@ -314,8 +315,6 @@ class ReferenceAdaptor(CompilerInterface):
         return lambda *args: compiled(*args)[0]
 
     def compile(self, graph, example_inputs, compiler_config, runtime_shape=None, key=None):
-        from reference.compile.compiler_args import current_scoped_compiler_args
-
         args = current_scoped_compiler_args()
         compiled = self._compile(graph, example_inputs, args, runtime_shape)
         return compiled, {"compiler_args": args}

@@ -87,7 +87,8 @@ def level_backend(config: Config, prefix: str = "") -> Any:
     if cc.level == CompilationLevel.DYNAMO_ONCE:
         if cc.use_inductor and cc.piece_compiler != "reference":
             return "inductor"
-        from reference.compile.backend import neuron_backend
+        # Importing the seam computes its no-lowering list: done when a level-2 model needs it.
+        from reference.backends.neuron import neuron_backend
 
         return neuron_backend
     raise ValueError(f"level {int(cc.level)} compiles nothing; levels 2 and 3 have a backend")
