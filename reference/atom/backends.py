@@ -212,6 +212,8 @@ class VllmBackend:
         self.piecewise_backends: dict[str, PiecewiseBackend] = {}
         self.cache_dir = ""
         self.hash_key = ""
+        #: What the last call handed to Dynamo: the stitching module, or its input-copying wrapper.
+        self.runnable: Optional[Callable] = None
 
     def compute_hash_key(self, graph: fx.GraphModule) -> str:
         """Digest of the configuration, the traced source files, the graph and the compiler."""
@@ -250,19 +252,23 @@ class VllmBackend:
         dump_debug_file(self.config, f"{self.prefix or 'model'}_computation_graph.py", source)
 
         if not cc.cudagraph_copy_inputs or cc.cudagraph_mode is None or cc.cudagraph_mode.value == 0:
-            return split_gm
-        return _CopyIntoStaticBuffers(split_gm, example_inputs, max(self.config.capture_sizes or [1]))
+            self.runnable = split_gm
+        else:
+            self.runnable = _CopyIntoStaticBuffers(split_gm, graph, max(self.config.capture_sizes or [1]))
+        return self.runnable
 
 
 class _CopyIntoStaticBuffers:
     """Copies every input with a symbolic batch size into a static buffer before the call, so a
     graph recorded against those buffers reads the live inputs at the recorded addresses."""
 
-    def __init__(self, split_gm: fx.GraphModule, example_inputs: list, largest: int) -> None:
+    def __init__(self, split_gm: fx.GraphModule, graph: fx.GraphModule, largest: int) -> None:
         self.split_gm = split_gm
+        # The traced values (fake tensors) tell which inputs have a symbolic first dimension.
+        traced = [node.meta.get("example_value") for node in graph.graph.find_nodes(op="placeholder")]
         self.tensor_indices = [
             i
-            for i, x in enumerate(example_inputs)
+            for i, x in enumerate(traced)
             if isinstance(x, torch.Tensor) and x.dim() > 0 and isinstance(x.shape[0], torch.SymInt)
         ]
         self._largest = largest
