@@ -280,3 +280,27 @@ def test_inductor_adaptor_round_trip_with_its_patches_undone(tmp_path):
     after = (codecache.compiled_fx_graph_hash, codecache.FxGraphCache._get_shape_env, codecache.FxGraphCache._check_can_cache)
     assert after == originals and os.environ.get("TORCHINDUCTOR_CACHE_DIR") == env_before
     assert os.path.isdir(os.path.join(first.cache_dir, "inductor_cache"))
+
+
+def test_reference_pieces_keep_the_compiler_args_scope_they_were_compiled_in(tmp_path, monkeypatch):
+    from reference.cache.neff_cache import NeffCache
+    from reference.compiler.scope import scoped_compiler_args
+
+    monkeypatch.setenv("TORCH_NEURONX_NEFF_CACHE_DIR", str(tmp_path / "neff"))
+    monkeypatch.setenv("TORCH_NEURONX_HLO_CACHE_DIR", str(tmp_path / "hlo"))
+    backend = atom.VllmBackend(_config(tmp_path / "atom", piece_compiler="reference"))
+    torch._dynamo.reset()
+    model = Net(1)
+    compiled = torch.compile(model, backend=backend, fullgraph=True)
+    with torch.no_grad():
+        x = torch.randn(5, HIDDEN)
+        torch._dynamo.mark_dynamic(x, 0)
+        with scoped_compiler_args(["-O2"]):
+            torch.testing.assert_close(compiled(x), model(x), atol=1e-5, rtol=1e-5)
+        y = torch.randn(3, HIDDEN)  # compiled per shape now, outside the scope
+        torch.testing.assert_close(compiled(y), model(y), atol=1e-5, rtol=1e-5)
+    assert "'compiler_args': ['-O2']" in open(backend.compiler_manager.cache_file_path).read()
+    cache = NeffCache(str(tmp_path / "neff"))
+    args = [cache.get(key).metadata.compiler_args for key in cache.keys()]
+    assert len(args) == 4, "two pieces, two shapes"
+    assert all("-O2" in a for a in args), args
