@@ -48,6 +48,8 @@ def _child_main(ns: argparse.Namespace) -> int:
     from conformance import _atom_model as M
 
     torch.set_grad_enabled(False)
+    # One intra-op thread: on a shared machine a second spinning thread makes step times bimodal.
+    torch.set_num_threads(1)
     config = atom.Config(
         max_num_seqs=8,
         compilation_config=atom.CompilationConfig(
@@ -131,6 +133,7 @@ def run(out_dir: Path) -> dict:
         "load_1min_before": load_before,
         "load_1min_after": load_after,
         "cpu_count": os.cpu_count(),
+        "torch_threads": 1,
         "rows": rows,
     }
     result["table"] = _table(result)

@@ -260,6 +260,7 @@ def test_debug_dump_writes_under_rank_directory(tmp_path):
     backend = atom.VllmBackend(_config(tmp_path / "cache", debug_dump_path=str(dump)), compiler=EagerPieces())
     _run(backend, Net(1), [5])
     assert (dump / "rank_0" / "model_computation_graph.py").read_text().count("submod_") >= 3
+    assert "unit_scale_rows" in (dump / "rank_0" / "model_traced_graph.py").read_text()
 
 
 def test_inductor_adaptor_round_trip_with_its_patches_undone(tmp_path):

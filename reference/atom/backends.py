@@ -231,6 +231,8 @@ class VllmBackend:
     def __call__(self, graph: fx.GraphModule, example_inputs: list) -> Callable:
         cc = self.compilation_config
         COUNTERS.bump("num_graphs_seen")
+        name = self.prefix or "model"
+        dump_debug_file(self.config, f"{name}_traced_graph.py", graph.print_readable(print_output=False))
         self.hash_key = self.compute_hash_key(graph)
         root = cc.cache_dir or default_cache_root()
         self.cache_dir = os.path.join(root, self.hash_key, f"rank_{get_rank()}", self.prefix)
@@ -249,7 +251,7 @@ class VllmBackend:
 
         source = "import torch\n\n" + split_gm.print_readable(print_output=False, include_stride=True, include_device=True)
         write_text_atomically(os.path.join(self.cache_dir, "computation_graph.py"), source)
-        dump_debug_file(self.config, f"{self.prefix or 'model'}_computation_graph.py", source)
+        dump_debug_file(self.config, f"{name}_computation_graph.py", source)
 
         if not cc.cudagraph_copy_inputs or cc.cudagraph_mode is None or cc.cudagraph_mode.value == 0:
             self.runnable = split_gm

@@ -1,9 +1,10 @@
 """Compile-time monitoring and the debug dump.
 
 With ``CompilationConfig.debug_dump_path`` set, the compilation half writes what it traced and
-built under ``<debug_dump_path>/rank_<i>/``: the traced graph (``traced_graph_<n>.py``), the code
-Dynamo produced for the decorated forward (``decompiled_code_<n>.py``: decompiled with ``depyf``
-when installed, otherwise a bytecode listing) and the stitched graph (``computation_graph.py``).
+built under ``<debug_dump_path>/rank_<i>/``: the graph Dynamo traced (``<prefix>_traced_graph.py``),
+the code Dynamo produced for the decorated forward (``decompiled_code_<n>.py``: decompiled with
+``depyf`` when installed, otherwise a bytecode listing) and the stitching module
+(``<prefix>_computation_graph.py``); the prefix is the backend's, or ``model``.
 Files are published whole (written aside, then renamed).
 """
 
