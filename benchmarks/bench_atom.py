@@ -7,7 +7,8 @@ in fresh processes, each with its own empty Inductor, NEFF and HLO cache directo
 - level 2 (one graph) with Inductor, and level 3 (piecewise) with the Inductor and the reference
   piece compilers: cold compile time (the first call, tracing included). Level 2 has no reference
   row: its single graph holds the attention custom op, which torch-mlir cannot lower (at level 3
-  the op is a splitting op and runs between compiled pieces);
+  the op is a splitting op and runs between compiled pieces). ``level3_inductor`` is the
+  standalone adaptor (the default on this torch), ``level3_inductor_fx`` the ``compile_fx`` one;
 - level 3 again in a fresh process on the warm cache directories: warm start (time from spawn to
   the first output, and the first call alone), with the pieces compiled counted (should be 0);
 - steady decode step: the median over many calls at a size in ``compile_sizes`` (4 rows) and at a
@@ -36,6 +37,7 @@ SCENARIOS = (
     ("eager", 0, ""),
     ("level2_inductor", 2, "inductor"),
     ("level3_inductor", 3, "inductor_standalone"),
+    ("level3_inductor_fx", 3, "inductor"),
     ("level3_reference", 3, "reference"),
 )
 
