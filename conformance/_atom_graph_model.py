@@ -150,3 +150,16 @@ def replay_mismatches(
             if not diff <= atol:
                 bad[bs] = diff
     return bad
+
+
+def record_token_pass(atom: ModuleType, unit: nn.Module, cache: dict, rows: int, *, is_prefill: bool) -> None:
+    """A capture loop's two passes over a ``@token_graph`` unit for ``rows`` rows of one phase:
+    a warm-up forward, then a record pass (``tr_graph="record"``)."""
+    ids, pos = torch.zeros(rows, dtype=torch.long), torch.ones(rows, dtype=torch.long)
+    attn = atom.AttentionMetaData(max_seqlen_k=MAX_LEN, context_lens=torch.ones(rows, dtype=torch.long))
+    ctx = atom.Context(positions=pos, is_prefill=is_prefill, batch_size=rows, running_bs=rows, running_tokens=rows)
+    with torch.no_grad():
+        with atom.forward_context(attn, None, ctx, kv_cache_data=cache):
+            unit(ids, pos)
+        with atom.forward_context(attn, None, ctx, kv_cache_data=cache, tr_graph="record"):
+            unit(ids, pos)

@@ -144,20 +144,10 @@ def test_token_graph_buckets_are_per_phase(atom, per_phase):
     cache = G.kv_cache(atom)
     unit = model.model
 
-    def record(rows, is_prefill):
-        ids, pos = torch.zeros(rows, dtype=torch.long), torch.ones(rows, dtype=torch.long)
-        attn = atom.AttentionMetaData(max_seqlen_k=G.MAX_LEN, context_lens=torch.ones(rows, dtype=torch.long))
-        ctx = atom.Context(positions=pos, is_prefill=is_prefill, batch_size=rows, running_bs=rows, running_tokens=rows)
-        with torch.no_grad():
-            with atom.forward_context(attn, None, ctx, kv_cache_data=cache):
-                unit(ids, pos)
-            with atom.forward_context(attn, None, ctx, kv_cache_data=cache, tr_graph="record"):
-                unit(ids, pos)
-
-    record(2, is_prefill=False)
+    G.record_token_pass(atom, unit, cache, 2, is_prefill=False)
     graph = atom.token_graph_of(unit)
     assert graph.captured_sizes("decode") == [2]
     assert graph.captured_sizes("prefill") == []  # a decode-only recording offers no prefill bucket
-    record(2, is_prefill=True)
+    G.record_token_pass(atom, unit, cache, 2, is_prefill=True)
     assert graph.captured_sizes("prefill") == [2]
     assert len(graph.recordings()) == (2 if per_phase else 1)

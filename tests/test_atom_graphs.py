@@ -192,19 +192,9 @@ def test_token_graph_buckets_per_phase(cache, per_phase):
     model = _model(per_phase=per_phase)
     unit = model.model
 
-    def record(rows, is_prefill):
-        ids, pos = torch.zeros(rows, dtype=torch.long), torch.ones(rows, dtype=torch.long)
-        attn = fwd.AttentionMetaData(max_seqlen_k=G.MAX_LEN, context_lens=torch.ones(rows, dtype=torch.long))
-        ctx = fwd.Context(positions=pos, is_prefill=is_prefill, batch_size=rows, running_bs=rows, running_tokens=rows)
-        with torch.no_grad():
-            with fwd.forward_context(attn, None, ctx, kv_cache_data=cache):
-                unit(ids, pos)  # warm-up
-            with fwd.forward_context(attn, None, ctx, kv_cache_data=cache, tr_graph="record"):
-                unit(ids, pos)
-
     for rows in (4, 2):
-        record(rows, is_prefill=False)
-    record(4, is_prefill=True)
+        G.record_token_pass(ATOM, unit, cache, rows, is_prefill=False)
+    G.record_token_pass(ATOM, unit, cache, 4, is_prefill=True)
     graph = region_graph.token_graph_of(unit)
     assert graph.captured_sizes("decode") == [2, 4]
     assert graph.captured_sizes("prefill") == [4]
