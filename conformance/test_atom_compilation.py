@@ -40,6 +40,7 @@ LAYERS = {"inductor": 1, "reference": 2}
 CHILD_TIMEOUT = 300
 
 
+
 @pytest.fixture(scope="module")
 def atom(impl):
     return impl.atom()
@@ -76,12 +77,32 @@ def _warm_child(impl, spec, compiler, cache_dir, layers, tmp) -> dict:
 
 @pytest.fixture(
     scope="module",
-    # One xdist worker per compiler, so that each fixture runs once under -n.
-    params=[pytest.param(name, marks=pytest.mark.xdist_group(f"atom_compilation_{name}")) for name in sorted(LAYERS)],
+    params=sorted(LAYERS),
 )
 def piecewise(request, pytestconfig, impl, atom, tmp_path_factory):
     """Level 3 with one piece compiler: cold compile, every size, the guard check, a warm child."""
-    compiler = request.param
+    return _once(tmp_path_factory, request.param, lambda: _run_piecewise(request.param, pytestconfig, impl, atom, tmp_path_factory))
+
+
+def _once(tmp_path_factory, name: str, compute) -> dict:
+    """``compute()`` once per test session, whatever worker asks first: under xdist the workers
+    share the session's temporary root, and the result (plain JSON) is published there under a
+    lock; without xdist it is kept in that session's own temporary directory."""
+    from filelock import FileLock  # a dependency of torch
+
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent
+    path = shared / f"atom_compilation_{name}.json"
+    with FileLock(str(path) + ".lock"):
+        if path.exists():
+            return json.loads(path.read_text())
+        result = compute()
+        path.write_text(json.dumps(result))
+        return result
+
+
+def _run_piecewise(compiler, pytestconfig, impl, atom, tmp_path_factory) -> dict:
     layers = LAYERS[compiler]
     tmp = tmp_path_factory.mktemp(f"atom_{compiler}")
     cache_dir = tmp / "cache"
@@ -94,15 +115,15 @@ def piecewise(request, pytestconfig, impl, atom, tmp_path_factory):
     with torch.no_grad():
         x = M.inputs(OTHER_SIZES[0])
         outputs[OTHER_SIZES[0]] = model(x)
-        seen["after_first_call"] = atom.COUNTERS.delta(start)
+        seen["after_first_call"] = atom.COUNTERS.delta(start).as_dict()
         mark = atom.COUNTERS.snapshot()
         for _ in range(3):
             outputs[COMPILE_SIZE] = model(M.inputs(COMPILE_SIZE))
-        seen["compile_size_calls"] = atom.COUNTERS.delta(mark)
+        seen["compile_size_calls"] = atom.COUNTERS.delta(mark).as_dict()
         mark = atom.COUNTERS.snapshot()
         for size in OTHER_SIZES[1:]:
             outputs[size] = model(M.inputs(size))
-        seen["other_size_calls"] = atom.COUNTERS.delta(mark)
+        seen["other_size_calls"] = atom.COUNTERS.delta(mark).as_dict()
         for size, got in outputs.items():
             errors[size] = (got - M.eager_reference(model, M.inputs(size))).abs().max().item()
         # The guard check: the graph baked eps in; a guarded call would recompile on the change.
@@ -111,58 +132,62 @@ def piecewise(request, pytestconfig, impl, atom, tmp_path_factory):
         model.eps = 0.5
         mark = atom.COUNTERS.snapshot()
         seen["after_eps_change"] = (model(M.inputs(6)) - expected).abs().max().item()
-        seen["eps_change_counters"] = atom.COUNTERS.delta(mark)
+        seen["eps_change_counters"] = atom.COUNTERS.delta(mark).as_dict()
         model.eps = original_eps
-    seen["cold"] = atom.COUNTERS.delta(start)
-    seen["errors"] = errors
-    seen["outputs"] = {k: v.tolist() for k, v in outputs.items()}
+    seen["cold"] = atom.COUNTERS.delta(start).as_dict()
+    seen["outputs"] = {str(k): v.tolist() for k, v in outputs.items()}
+    seen["errors"] = {str(k): v for k, v in errors.items()}
     seen["warm"] = _warm_child(impl, _spec(pytestconfig), compiler, cache_dir, layers, tmp)
     return seen
 
 
 def test_level_3_splits_into_2L_plus_1_pieces_and_compiles_L_plus_1(piecewise):
     c, layers = piecewise["after_first_call"], piecewise["layers"]
-    assert c.num_graphs_seen == 1
-    assert c.num_piecewise_graphs_seen == 2 * layers + 1
-    assert c.num_piecewise_capturable_graphs_seen == layers + 1
-    assert c.num_backend_compilations == layers + 1, "each compiled piece compiles once for the general shape"
+    assert c["num_graphs_seen"] == 1
+    assert c["num_piecewise_graphs_seen"] == 2 * layers + 1
+    assert c["num_piecewise_capturable_graphs_seen"] == layers + 1
+    assert c["num_backend_compilations"] == layers + 1, "each compiled piece compiles once for the general shape"
 
 
 def test_outputs_equal_eager_inside_and_outside_compile_sizes(piecewise):
     errors = piecewise["errors"]
-    assert set(errors) == {COMPILE_SIZE, *OTHER_SIZES}
+    assert set(errors) == {str(s) for s in (COMPILE_SIZE, *OTHER_SIZES)}
     assert max(errors.values()) <= ATOL, errors
 
 
 def test_a_size_in_compile_sizes_compiles_once_per_piece(piecewise):
     c, layers = piecewise["compile_size_calls"], piecewise["layers"]
-    assert c.num_specialized_compilations == layers + 1, "three calls at the size: one compile per piece"
-    assert c.num_backend_compilations == layers + 1
+    assert c["num_specialized_compilations"] == layers + 1, "three calls at the size: one compile per piece"
+    assert c["num_backend_compilations"] == layers + 1
     other = piecewise["other_size_calls"]
-    assert other.num_backend_compilations == 0, "a size outside compile_sizes runs the general-shape pieces"
+    assert other["num_backend_compilations"] == 0, "a size outside compile_sizes runs the general-shape pieces"
 
 
 def test_a_fresh_process_on_the_warm_cache_compiles_no_piece(piecewise):
     warm, layers = piecewise["warm"], piecewise["layers"]
     counters = warm["counters"]
-    assert piecewise["cold"].num_backend_compilations == 2 * (layers + 1)
+    assert piecewise["cold"]["num_backend_compilations"] == 2 * (layers + 1)
     assert counters["num_backend_compilations"] == 0, counters
     assert counters["num_cache_hits"] == 2 * (layers + 1), "general and size-4 pieces all loaded"
     for size in (OTHER_SIZES[0], COMPILE_SIZE):
         got = torch.tensor(warm["outputs"][str(size)])
-        want = torch.tensor(piecewise["outputs"][size])
+        want = torch.tensor(piecewise["outputs"][str(size)])
         torch.testing.assert_close(got, want, atol=ATOL, rtol=0)
 
 
 def test_level_3_dispatch_skips_guards_after_the_first_compile(piecewise):
-    assert piecewise["eps_change_counters"].num_dynamo_compiles == 0
-    assert piecewise["eps_change_counters"].num_backend_compilations == 0
+    assert piecewise["eps_change_counters"]["num_dynamo_compiles"] == 0
+    assert piecewise["eps_change_counters"]["num_backend_compilations"] == 0
     assert piecewise["after_eps_change"] <= ATOL, "the call did not run the code compiled with the old eps"
 
 
 @pytest.fixture(scope="module")
 def levels(atom, tmp_path_factory):
     """Levels 0, 1 and 2 observed on the same decoder (one Inductor compile, at level 2)."""
+    return _once(tmp_path_factory, "levels", lambda: _run_levels(atom, tmp_path_factory))
+
+
+def _run_levels(atom, tmp_path_factory) -> dict:
     tmp = tmp_path_factory.mktemp("atom_levels")
     seen = {}
     torch._dynamo.reset()
@@ -174,12 +199,12 @@ def levels(atom, tmp_path_factory):
             start = atom.COUNTERS.snapshot()
             dynamo_frames = _dynamo_frames()
             out = [(runner(M.inputs(s)) - M.eager_reference(model, M.inputs(s))).abs().max().item() for s in (5, 3)]
-            seen[level] = {"error": max(out), "counters": atom.COUNTERS.delta(start), "frames": _dynamo_frames() - dynamo_frames}
+            seen[str(level)] = {"error": max(out), "counters": atom.COUNTERS.delta(start).as_dict(), "frames": _dynamo_frames() - dynamo_frames}
             if level == 2:
                 expected = M.eager_reference(model, M.inputs(6))
                 model.eps = 0.5
                 mark = atom.COUNTERS.snapshot()
-                seen["guard"] = {"error": (runner(M.inputs(6)) - expected).abs().max().item(), "counters": atom.COUNTERS.delta(mark)}
+                seen["guard"] = {"error": (runner(M.inputs(6)) - expected).abs().max().item(), "counters": atom.COUNTERS.delta(mark).as_dict()}
                 torch._dynamo.reset()
                 plain = torch.compile(model.forward, backend="eager")
                 seen["plain"] = (plain(M.inputs(6)) - M.eager_reference(model, M.inputs(6))).abs().max().item()
@@ -190,13 +215,10 @@ def levels(atom, tmp_path_factory):
             model = broken(atom_config=config)
             try:
                 atom.compile_model(model, config)(M.inputs(3))
-                seen["break"][level] = None
+                seen["break"][str(level)] = None
             except Exception as exc:  # recorded: the test asserts which level raised
-                seen["break"][level] = type(exc).__name__
+                seen["break"][str(level)] = type(exc).__name__
     return seen
-
-
-_levels_group = pytest.mark.xdist_group("atom_compilation_levels")
 
 
 def _dynamo_frames() -> int:
@@ -215,34 +237,30 @@ def _graph_break_model(atom):
     return atom.support_torch_compile(WithBreak)
 
 
-@_levels_group
 def test_level_0_never_reaches_dynamo(levels):
-    assert levels[0]["error"] == 0.0
-    assert levels[0]["frames"] == 0
-    assert levels[0]["counters"].num_dynamo_compiles == 0
+    assert levels["0"]["error"] == 0.0
+    assert levels["0"]["frames"] == 0
+    assert levels["0"]["counters"]["num_dynamo_compiles"] == 0
 
 
-@_levels_group
 def test_level_1_traces_a_full_graph_with_dynamo_and_compiles_nothing(levels):
-    assert levels[1]["frames"] > 0, "level 1 did not run Dynamo"
-    assert levels[1]["counters"].num_dynamo_compiles == 0, "level 1 compiled through the decorator"
-    assert levels[1]["counters"].num_backend_compilations == 0
-    assert levels[1]["error"] == 0.0, "the eager backend changes nothing"
-    assert levels["break"][0] is None, "level 0 runs a model with a graph break"
-    assert levels["break"][1] is not None, "level 1 (full graph) accepted a graph break"
+    assert levels["1"]["frames"] > 0, "level 1 did not run Dynamo"
+    assert levels["1"]["counters"]["num_dynamo_compiles"] == 0, "level 1 compiled through the decorator"
+    assert levels["1"]["counters"]["num_backend_compilations"] == 0
+    assert levels["1"]["error"] == 0.0, "the eager backend changes nothing"
+    assert levels["break"]["0"] is None, "level 0 runs a model with a graph break"
+    assert levels["break"]["1"] is not None, "level 1 (full graph) accepted a graph break"
 
 
-@_levels_group
 def test_level_2_compiles_one_graph_without_pieces(levels):
-    c = levels[2]["counters"]
-    assert c.num_dynamo_compiles == 1, "two sizes, one compile: the batch dimension is dynamic"
-    assert c.num_graphs_seen == 0 and c.num_piecewise_graphs_seen == 0
-    assert levels[2]["error"] <= ATOL
+    c = levels["2"]["counters"]
+    assert c["num_dynamo_compiles"] == 1, "two sizes, one compile: the batch dimension is dynamic"
+    assert c["num_graphs_seen"] == 0 and c["num_piecewise_graphs_seen"] == 0
+    assert levels["2"]["error"] <= ATOL
 
 
-@_levels_group
 def test_level_2_dispatch_skips_guards_where_plain_torch_compile_recompiles(levels):
-    assert levels["guard"]["counters"].num_dynamo_compiles == 0
+    assert levels["guard"]["counters"]["num_dynamo_compiles"] == 0
     assert levels["guard"]["error"] <= ATOL, "the dispatcher ran code compiled with the old eps"
     assert levels["plain"] <= ATOL, "plain torch.compile (guards on) follows the changed eps"
 
