@@ -120,10 +120,8 @@ def test_split_graph_gives_2L_plus_1_pieces_that_stitch_back_to_the_graph(layers
     split_gm, items = atom.split_graph(graphs[0], [OP])
     assert [item.is_splitting_graph for item in items] == [i % 2 == 1 for i in range(2 * layers + 1)]
     assert [item.graph_id for item in items] == list(range(2 * layers + 1))
-    params = [p for p in model.parameters()]
     with torch.no_grad():
         torch.testing.assert_close(split_gm(*_graph_args(graphs[0], model, x))[0], model(x))
-    assert len(params) == 2 * (layers + 1)
 
 
 def _graph_args(gm, model, x):
@@ -225,7 +223,7 @@ def test_the_cache_directory_changes_with_the_config_and_the_model_source(tmp_pa
     c = atom.VllmBackend(_config(tmp_path), compiler=EagerPieces())
     _run(c, Net(2), [5])
     assert len({a.hash_key, b.hash_key, c.hash_key}) == 3
-    assert __file__ in atom.backends.traced_files(a.split_gm) or any(f.endswith("test_atom_piecewise.py") for f in atom.backends.traced_files(_traced(Net(1))))
+    assert os.path.abspath(__file__) in atom.backends.traced_files(_traced(Net(1))), "the model's source enters the hash"
 
 
 def _traced(model):
