@@ -110,6 +110,12 @@ CAPABILITIES: dict[str, Capability] = {
             optional=("spmd_lower", "spmd_compile_stats", "check_single_artifact", "spmd_violation_errors"),
             modules=("spmd", "spmd_guards"),
         ),
+        Capability(
+            "atom",
+            "ATOM: compilation levels, piecewise compilation, the compiler manager, graph capture",
+            required=("atom",),
+            modules=("atom_compilation", "atom_graphs"),
+        ),
     )
 }
 
@@ -398,6 +404,14 @@ class Implementation:
     def spmd_violation_errors(self) -> tuple[type, ...]:
         """The exception types the guard rails raise under ``NEURON_LIBTORCH_SPMD_STRICT=1``."""
         raise NotSupported("SPMD: guard rails")
+
+    # --- ATOM compilation and graph capture -----------------------------------------------------
+    def atom(self) -> Any:
+        """The implementation's ATOM module: an object with the public names of the ATOM design
+        (``Config``, ``CompilationConfig``, ``CompilationLevel``, ``CUDAGraphMode``,
+        ``support_torch_compile``, ``direct_register_custom_op``, ``compile_model``,
+        ``COUNTERS``, ``BufferUpdateError``, ``ConfigError``, and the graph-capture names)."""
+        raise NotSupported("ATOM compilation and graph capture")
 
     # --- reporting (optional, outside any group) ---------------------------------------------------
     def expectations_file(self) -> str | None:

@@ -393,5 +393,11 @@ class ReferenceImplementation(Implementation):
         return (SPMDViolationError,)
 
 
+    def atom(self):
+        import reference.atom
+
+        return reference.atom
+
+
 def make() -> ReferenceImplementation:
     return ReferenceImplementation()

@@ -1,0 +1,165 @@
+"""A tiny decoder for the graph-capture contract, built on an implementation's ATOM surface.
+
+The model is written against the names the seed gives (``eager_region``, ``token_graph``,
+``get_forward_context``) taken from the module the adapter returns, so the same model runs on any
+implementation. Its attention reads the step's metadata from the forward context: the context
+lengths (a tensor) and ``max_seqlen_k`` (a host int that picks how much of the cache it reads),
+which is what makes it an eager region. It is correct under FULL too, as long as the recorded
+``max_seqlen_k`` covers the live one: the lengths mask whatever it reads beyond them.
+
+Each call of the attention appends ``(rows, max_seqlen_k)`` to ``model.attention_calls``, so a test
+can see which metadata an eager region ran with.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+from typing import Any
+
+import torch
+from torch import nn
+
+VOCAB, DIM, HEADS, MAX_LEN, MAX_SEQS = 64, 32, 2, 12, 10
+
+
+def build_graph_decoder(atom: ModuleType, *, per_phase: bool = False, seed: int = 0) -> nn.Module:
+    """A decoder whose backbone is a ``@token_graph`` unit with one eager-region attention."""
+    head_dim = DIM // HEADS
+    calls: list[tuple[int, int]] = []
+
+    @atom.eager_region
+    def cache_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        fc = atom.get_forward_context()
+        md, kv = fc.attn_metadata, fc.kv_cache_data["layer0"]
+        rows, span = q.shape[0], md.max_seqlen_k
+        calls.append((rows, span))
+        keys = torch.cat([kv.k_cache[:rows, :span], k[:, None]], dim=1)  # [rows, span + 1, H, D]
+        vals = torch.cat([kv.v_cache[:rows, :span], v[:, None]], dim=1)
+        lens = md.context_lens[:rows]
+        valid = torch.arange(span + 1, device=q.device)[None, :] < lens[:, None]
+        valid[:, span] = True  # every row attends to its own new token
+        scores = torch.einsum("thd,tlhd->thl", q, keys) * head_dim**-0.5
+        scores = scores.masked_fill(~valid[:, None, :], float("-inf"))
+        return torch.einsum("thl,tlhd->thd", scores.softmax(-1), vals)
+
+    @atom.token_graph(per_phase=per_phase)
+    class Backbone(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.embed = nn.Embedding(VOCAB, DIM)
+            self.pos = nn.Embedding(MAX_LEN + 1, DIM)
+            self.qkv = nn.Linear(DIM, 3 * DIM)
+            self.o = nn.Linear(DIM, DIM)
+            self.norm = nn.LayerNorm(DIM)
+            self.up = nn.Linear(DIM, 2 * DIM)
+            self.down = nn.Linear(2 * DIM, DIM)
+
+        def forward(self, input_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+            h = self.embed(input_ids) + self.pos(positions)
+            q, k, v = self.qkv(h).view(-1, 3, HEADS, head_dim).unbind(1)
+            h = h + self.o(cache_attention(q, k, v).reshape(-1, DIM))
+            return h + self.down(torch.nn.functional.gelu(self.up(self.norm(h))))
+
+    class GraphDecoder(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.model = Backbone()
+            self.lm_head = nn.Linear(DIM, VOCAB)
+            self.attention_calls = calls
+
+        def forward(self, input_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+            return self.model(input_ids, positions)
+
+        def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
+            return self.lm_head(hidden)
+
+    gen = torch.Generator().manual_seed(seed)
+    model = GraphDecoder()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(torch.randn(p.shape, generator=gen) * 0.2)
+    return model.eval()
+
+
+def kv_cache(atom: ModuleType, seed: int = 1, device: Any = "cpu") -> dict:
+    """A filled cache of ``MAX_SEQS`` request slots of ``MAX_LEN`` entries."""
+    gen = torch.Generator().manual_seed(seed)
+    k = torch.randn(MAX_SEQS, MAX_LEN, HEADS, DIM // HEADS, generator=gen).to(device)
+    v = torch.randn(MAX_SEQS, MAX_LEN, HEADS, DIM // HEADS, generator=gen).to(device)
+    return {"layer0": atom.KVCacheTensor(0, k, v)}
+
+
+def decode_step(batch_size: int, seed: int, device: Any = "cpu") -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(input_ids, positions, context_lens)`` of a decode step of ``batch_size`` requests."""
+    gen = torch.Generator().manual_seed(seed)
+    lens = torch.randint(1, MAX_LEN + 1, (batch_size,), generator=gen)
+    ids = torch.randint(0, VOCAB, (batch_size,), generator=gen)
+    return ids.to(device), lens.to(device), lens.to(device)
+
+
+def eager_logits(atom: ModuleType, model: nn.Module, cache: dict, step: tuple, *, max_seqlen_k: int = MAX_LEN) -> torch.Tensor:
+    """The step run with no compiler and no graph: the uncompiled forward, live metadata."""
+    ids, pos, lens = step
+    attn = atom.AttentionMetaData(max_seqlen_q=1, max_seqlen_k=max_seqlen_k, context_lens=lens)
+    ctx = atom.Context(positions=pos, batch_size=len(lens), running_bs=len(lens), running_tokens=len(ids))
+    with torch.no_grad(), atom.forward_context(attn, None, ctx, kv_cache_data=cache):
+        return model.compute_logits(type(model.model).forward(model.model, ids, pos))
+
+
+def compiled_decoder(atom: ModuleType, backend: str, *, device: Any = "cpu", per_phase: bool = False) -> nn.Module:
+    """The decoder with its backbone compiled in place by ``backend`` through the recording backend.
+
+    Inductor gets dynamic shapes (one compile serves every bucket); other backends compile each
+    bucket's static shape (the reference backend compiles static shapes only).
+    """
+    model = build_graph_decoder(atom, per_phase=per_phase).to(device)
+    model.model.compile(backend=atom.recording_backend(backend), dynamic=True if backend == "inductor" else False)
+    return model
+
+
+def make_runner(
+    atom: ModuleType,
+    model: nn.Module,
+    mode: Any,
+    *,
+    sizes: Any = (2, 4, 8),
+    max_num_seqs: int = MAX_SEQS,
+    cache: dict,
+    device: Any = "cpu",
+    **kwargs: Any,
+) -> Any:
+    """A runner at level 0 (the model is compiled already) with ``mode`` and explicit sizes."""
+    cc = atom.CompilationConfig(cudagraph_mode=mode, cudagraph_capture_sizes=list(sizes))
+    config = atom.Config(compilation_config=cc, max_num_seqs=max_num_seqs, enforce_eager=kwargs.pop("enforce_eager", False))
+    return atom.ModelRunner(model, config, device=device, kv_cache_data=cache, max_model_len=MAX_LEN, **kwargs)
+
+
+def replay_mismatches(
+    atom: ModuleType, model: nn.Module, runner: Any, cache: dict, batch_sizes: Any, *, atol: float, device: Any = "cpu"
+) -> dict[int, float]:
+    """Run a decode of each batch size through ``runner`` and eagerly; the batch sizes whose
+    logits differ by more than ``atol`` (worst absolute difference). Every step's inputs are fresh
+    tensors, so a replay that does not copy them into its recorded buffers reads stale values."""
+    bad: dict[int, float] = {}
+    with torch.no_grad():
+        for bs in batch_sizes:
+            step = decode_step(bs, seed=100 + bs, device=device)
+            want = eager_logits(atom, model, cache, step)
+            got = runner.execute(*step)
+            diff = (got - want).abs().max().item() if got.shape == want.shape else float("inf")
+            if not diff <= atol:
+                bad[bs] = diff
+    return bad
+
+
+def record_token_pass(atom: ModuleType, unit: nn.Module, cache: dict, rows: int, *, is_prefill: bool) -> None:
+    """A capture loop's two passes over a ``@token_graph`` unit for ``rows`` rows of one phase:
+    a warm-up forward, then a record pass (``tr_graph="record"``)."""
+    ids, pos = torch.zeros(rows, dtype=torch.long), torch.ones(rows, dtype=torch.long)
+    attn = atom.AttentionMetaData(max_seqlen_k=MAX_LEN, context_lens=torch.ones(rows, dtype=torch.long))
+    ctx = atom.Context(positions=pos, is_prefill=is_prefill, batch_size=rows, running_bs=rows, running_tokens=rows)
+    with torch.no_grad():
+        with atom.forward_context(attn, None, ctx, kv_cache_data=cache):
+            unit(ids, pos)
+        with atom.forward_context(attn, None, ctx, kv_cache_data=cache, tr_graph="record"):
+            unit(ids, pos)

@@ -1,0 +1,113 @@
+"""The graph-capture contract with ``torch.cuda.CUDAGraph`` (marker ``cuda``; skipped without a GPU).
+
+The same model, runner and checks as the CPU tests, on a CUDA device: the recorder there is
+:class:`~reference.atom.recorder.CUDARecording` (one CUDA graph per segment, all in one pool).
+Pieces come from Dynamo's ``eager`` backend and from Inductor. ``scripts/gpu_check.sh`` runs this
+module; it needs only torch with CUDA, pytest and this repository.
+"""
+
+from __future__ import annotations
+
+import types
+
+import pytest
+import torch
+
+from conformance import _atom_graph_model as G
+from reference.atom import config as atom_config
+from reference.atom import forward_context as fwd
+from reference.atom import model_runner, recorder, region_graph
+from reference.atom.graph_mode import CUDAGraphMode
+
+pytestmark = [
+    pytest.mark.cuda,
+    pytest.mark.skipif(
+        not torch.cuda.is_available(),
+        reason="no CUDA device: the torch.cuda.CUDAGraph recorder needs a GPU (run scripts/gpu_check.sh on one)",
+    ),
+]
+
+ATOM = types.SimpleNamespace(
+    CompilationConfig=atom_config.CompilationConfig,
+    Config=atom_config.Config,
+    **{name: getattr(m, name) for m in (fwd, recorder, region_graph, model_runner) for name in m.__all__},
+)
+MODES = {"FULL": CUDAGraphMode.FULL, "TR_HYBRID": CUDAGraphMode.TR_HYBRID}
+SIZES = (2, 4, 8)
+ATOL = 1e-4  # float32 (TF32 off by default) through cuBLAS or Triton against the same ops eagerly
+DEV = "cuda"
+
+
+@pytest.fixture(autouse=True)
+def _fresh_dynamo():
+    # gpu_check.sh runs without the suite's plugin, which would otherwise reset Dynamo per test.
+    torch._dynamo.reset()
+
+
+def _setup(backend, mode, **kw):
+    model = G.compiled_decoder(ATOM, backend, device=DEV)
+    cache = G.kv_cache(ATOM, device=DEV)
+    runner = G.make_runner(ATOM, model, MODES[mode], sizes=SIZES, cache=cache, device=DEV, **kw)
+    return model, cache, runner
+
+
+def _recordings(model, runner):
+    return runner.req_graph.recordings() + region_graph.token_graph_of(model.model).recordings()
+
+
+@pytest.mark.parametrize("mode", sorted(MODES))
+@pytest.mark.parametrize("backend", ["eager", "inductor"])
+def test_cuda_replay_equals_eager_for_every_batch_size(backend, mode):
+    model, cache, runner = _setup(backend, mode)
+    with torch.no_grad():
+        assert runner.capture_cudagraph()[1] == list(SIZES)
+    recs = _recordings(model, runner)
+    assert len(recs) == len(SIZES) and all(isinstance(r, recorder.CUDARecording) for r in recs)
+    if mode == "TR_HYBRID":  # split at the eager region: graph, live attention, graph
+        assert all([type(s).__name__ for s in r.segments] == ["CUDAGraph", "Launch", "CUDAGraph"] for r in recs)
+    assert G.replay_mismatches(ATOM, model, runner, cache, range(1, max(SIZES) + 1), atol=ATOL, device=DEV) == {}
+    assert runner.counters.replays == max(SIZES)
+
+
+class _NoCopyRecording(recorder.CUDARecording):
+    """A broken recorder: replays without copying the live inputs in."""
+
+    def _copy_inputs(self, live_inputs):
+        pass
+
+
+def test_cuda_recorder_without_copy_in_fails_the_contract(monkeypatch):
+    monkeypatch.setattr(region_graph, "new_recording", lambda device, **kw: _NoCopyRecording(**kw))
+    model, cache, runner = _setup("eager", "FULL")
+    with torch.no_grad():
+        runner.capture_cudagraph()
+    bad = G.replay_mismatches(ATOM, model, runner, cache, range(1, 5), atol=ATOL, device=DEV)
+    assert sorted(bad) == [1, 2, 3, 4]
+
+
+def test_cuda_dispatch_follows_the_four_rules():
+    model, cache, runner = _setup("eager", "TR_HYBRID")
+    with torch.no_grad():
+        runner.capture_cudagraph()
+        for bs, kw in ((3, {}), (9, {}), (2, {"is_prefill": True})):
+            ids, pos, lens = G.decode_step(bs, seed=bs, device=DEV)
+            got = runner.execute(ids, pos, lens, **kw)
+            torch.testing.assert_close(got, G.eager_logits(ATOM, model, cache, (ids, pos, lens)), atol=ATOL, rtol=0)
+    assert runner.counters.replays == 1
+    assert runner.counters.eager_by_reason == {"above_largest_size": 1, "prefill": 1}
+
+
+def test_cuda_one_pool_is_smaller_than_a_pool_per_recording():
+    model, cache, runner = _setup("eager", "FULL")
+    shared = recorder.GraphPool()
+    runner.req_graph = region_graph.ReqGraph(pool=shared)
+    with torch.no_grad():
+        runner.capture_cudagraph()
+    separate = 0
+    for bs in SIZES:  # the same buckets, each in a pool of its own
+        alone = G.make_runner(ATOM, model, CUDAGraphMode.FULL, sizes=(bs,), cache=cache, device=DEV)
+        alone.req_graph = region_graph.ReqGraph(pool=recorder.GraphPool())
+        with torch.no_grad():
+            alone.capture_cudagraph()
+        separate += alone.req_graph.pool.nbytes
+    assert 0 < shared.nbytes < separate
