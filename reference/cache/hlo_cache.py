@@ -6,7 +6,9 @@ Keyed (:func:`create_hlo_cache_key`) on what the lowering reads and nothing else
   module (comments dropped), the value of every constant it reads through ``get_attr``, and the
   node metadata a lowering consumes (``HLO_KEY_META``: the collectives' ``replica_groups``);
 - the input specs (dtype, shape, stride);
-- the pass manager's identity (``FXPassManager.uuid()``), so changing a pass invalidates its output;
+- the identity of the FX pass pipeline that ran (``FXPassManager.uuid()``, or :data:`NO_PASSES`
+  when the stage was switched off), so changing, reordering or dropping a pass invalidates its
+  output. The seam records it on the ATen graph (``gm.meta[PASS_IDENTITY_META]``);
 - the tool versions plus a fingerprint of the lowering code itself.
 
 One JSON file per key under ``TORCH_NEURONX_HLO_CACHE_DIR`` (``<key>.json``: the StableHLO text,
@@ -37,6 +39,10 @@ log = logging.getLogger(__name__)
 #: Node metadata that a lowering reads, and so enters the key.
 HLO_KEY_META = ("replica_groups",)
 RECORD_VERSION = 1
+#: Where the seam records the identity of the pass pipeline that ran, on the ATen graph module.
+PASS_IDENTITY_META = "fx_pass_identity"
+#: The pipeline identity of a compile with the FX pass stage switched off.
+NO_PASSES = "no-fx-passes"
 
 
 def _digest(data: bytes) -> str:
@@ -181,7 +187,10 @@ def hlo_cache() -> HloCache | None:
 def lower_cached(
     aten_gm: torch.fx.GraphModule, *, graph_name: str, lower: Callable[..., LoweredGraph] | None = None
 ) -> LoweredGraph:
-    """``lower(aten_gm, graph_name=)`` (default ``lower_to_stablehlo``) through the HLO cache."""
+    """``lower(aten_gm, graph_name=)`` (default ``lower_to_stablehlo``) through the HLO cache.
+
+    The key takes the pass pipeline from ``aten_gm.meta[PASS_IDENTITY_META]``; a graph that does
+    not carry it is taken to have been through the default pipeline."""
     from reference.compile.lowering import input_specs, lower_to_stablehlo
     from reference.compile.metrics import METRICS
     from reference.fx_passes import get_default_pass_manager
@@ -191,7 +200,8 @@ def lower_cached(
     if cache is None:
         METRICS.bump("lowerings")
         return lower(aten_gm, graph_name=graph_name)
-    key = create_hlo_cache_key(aten_gm, input_specs(aten_gm, graph_name), get_default_pass_manager().uuid())
+    identity = aten_gm.meta.get(PASS_IDENTITY_META) or get_default_pass_manager().uuid()
+    key = create_hlo_cache_key(aten_gm, input_specs(aten_gm, graph_name), identity)
     hit = cache.get(key)
     if hit is not None:
         METRICS.bump("hlo_cache_hits")

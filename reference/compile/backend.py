@@ -24,6 +24,7 @@ from typing import Any, Callable, Mapping
 import torch
 from torch._dynamo.backends.common import aot_autograd
 
+from reference.cache.hlo_cache import NO_PASSES, PASS_IDENTITY_META
 from reference.compile import device as _device
 from reference.compile import env, graph_breaks
 from reference.compile.compiler_args import apply_platform_compiler_args, apply_scoped_compiler_args
@@ -109,19 +110,23 @@ def compile_fx_graph(
     model_name = get_model_name()
 
     fx_us = 0
+    pass_identity = NO_PASSES
     if options.get("enable_fx_passes", True):
         from reference.fx_passes import get_default_pass_manager
 
         start = time.perf_counter()
-        gm = get_default_pass_manager().run_passes(
+        manager = get_default_pass_manager()
+        gm = manager.run_passes(
             gm, target_device=options.get("target_device", DEFAULT_TARGET_DEVICE), graph_name=f"{model_name}_dynamo"
         )
         fx_us = int((time.perf_counter() - start) * 1e6)
+        pass_identity = manager.uuid()
 
     def fw_compiler(aten_gm: torch.fx.GraphModule, _aten_inputs: list):
         aot_id, graph_type = _aot_names()
         nth = METRICS.next_graph_index(model_name, aot_id, graph_type)
         graph_name = f"{model_name}_{aot_id}_{graph_type}_{nth}"
+        aten_gm.meta[PASS_IDENTITY_META] = pass_identity  # the HLO cache keys on the pipeline that ran
         compiled = handler(
             aten_gm, graph_name=graph_name, compiler_args=compiler_args, model_name=model_name, fx_passes_us=fx_us
         )
