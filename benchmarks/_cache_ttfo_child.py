@@ -20,14 +20,14 @@ def main() -> None:
 
     import torch
 
-    import fixtures
+    import neuron_fixtures
 
     imported = time.time()  # loading saved artifacts counts as part of the warm start
     if blob and os.path.exists(blob):
         with open(blob, "rb") as fh:
             torch.compiler.load_cache_artifacts(fh.read())
 
-    model, args = fixtures.build(name)
+    model, args = neuron_fixtures.build(name)
     compiled = torch.compile(model, backend=backend, dynamic=False)
     with torch.no_grad():
         compiled(*args)

@@ -18,7 +18,7 @@ import time
 def main(backend: str, steps: int) -> dict:
     import torch
 
-    from fixtures import DECODER_PREFILL_BUCKETS, decoder_decode_inputs, decoder_model, decoder_prefill_inputs
+    from neuron_fixtures import DECODER_PREFILL_BUCKETS, decoder_decode_inputs, decoder_model, decoder_prefill_inputs
 
     torch.manual_seed(0)
     model = decoder_model().eval()

@@ -83,11 +83,11 @@ def _ttfo(name: str, tmp: Path) -> dict:
 
 
 def _key_throughput() -> dict:
-    import fixtures
+    import neuron_fixtures
     from reference.cache.key import create_cache_hash, tool_versions
     from reference.compile.backend import lower_graphs
 
-    model, args = fixtures.build("decoder_prefill_8")
+    model, args = neuron_fixtures.build("decoder_prefill_8")
     graph = lower_graphs(model, args)[0]
     text = graph.hlo
     hlo = (text * (HLO_BYTES // len(text) + 1))[:HLO_BYTES]
@@ -103,7 +103,7 @@ def _key_throughput() -> dict:
 
 
 def _lookup_latency(tmp: Path) -> dict:
-    import fixtures
+    import neuron_fixtures
     from reference.cache.key import create_cache_hash
     from reference.cache.neff_cache import NeffCache
     from reference.compile import pipeline
@@ -112,7 +112,7 @@ def _lookup_latency(tmp: Path) -> dict:
     os.environ["TORCH_NEURONX_NEFF_CACHE_DIR"] = str(tmp / "lookup" / "neff")
     os.environ["TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR"] = str(tmp / "lookup" / "local")
     os.environ["TORCH_NEURONX_NEFF_DISABLE_CACHE"] = "0"
-    model, args = fixtures.build("mlp")
+    model, args = neuron_fixtures.build("mlp")
     graph = lower_graphs(model, args)[0]
     argv = ["--target", "trn2"]
     built = pipeline.build_artifact(graph, argv, graph_name="bench")

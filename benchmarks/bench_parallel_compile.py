@@ -18,7 +18,7 @@ PREFILL_BUCKETS = (4, 6, 8, 10, 12, 14, 16, 20)
 
 
 def _jobs(runner) -> list[tuple]:
-    from fixtures import decoder_prefill_inputs
+    from neuron_fixtures import decoder_prefill_inputs
 
     lm = runner.model.language_model
     jobs = []
@@ -48,7 +48,7 @@ def _compile(staged: str, cache_root: str, workers: int, base) -> tuple[float, i
 
 
 def run(out_dir: Path) -> dict:
-    from fixtures.policy import PolicyVLM
+    from neuron_fixtures.policy import PolicyVLM
     from reference.flows import parallel_trace
     from reference.runner import NeuronModelRunner
 

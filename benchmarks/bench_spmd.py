@@ -28,7 +28,7 @@ LAYERS = 1
 def _rank(mode: str, only_rank0: bool) -> dict:
     import torch.distributed as dist
 
-    from fixtures.spmd import sharded_decoder
+    from neuron_fixtures.spmd import sharded_decoder
     from reference.compile.metrics import METRICS
     from reference.spmd import NeuronGroupCoordinator, rank_tensor
     from reference.spmd.program import build_only

@@ -89,12 +89,12 @@ def main() -> int:
     parser.add_argument("fixture")
     ns = parser.parse_args()
 
-    import fixtures
+    import neuron_fixtures
     from conformance.implementation import NotSupported, load_implementation
 
     impl = load_implementation(ns.impl)
     options = json.loads(ns.options) if ns.options else None
-    model, args = fixtures.build(ns.fixture)
+    model, args = neuron_fixtures.build(ns.fixture)
     compiled = impl.compile(model, options=options)
     if ns.barrier:
         open(f"{ns.barrier}.ready.{os.getpid()}", "w").close()

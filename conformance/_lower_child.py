@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 
-import fixtures
+import neuron_fixtures
 from conformance.implementation import load_implementation
 
 
@@ -22,7 +22,7 @@ def main() -> None:
     impl = load_implementation(ns.impl)
     result = {}
     for name in ns.names:
-        model, args = fixtures.build(name)
+        model, args = neuron_fixtures.build(name)
         impl.reset()
         result[name] = impl.lower(model, args)
     with open(ns.out, "w", encoding="utf-8") as fh:

@@ -47,12 +47,12 @@ def _new_graphs(before: dict, after: dict) -> dict[str, str]:
 
 
 def _decoder(impl: Implementation, rank: int, world: int, mode: str) -> dict[str, Any]:
-    from fixtures.spmd import sharded_decoder
+    from neuron_fixtures.spmd import sharded_decoder
 
     group = impl.spmd_process_group(_contiguous(world, world))
     sharded, dense, local, full = sharded_decoder(rank, world, group, mode=mode)
     before = impl.spmd_compile_stats()
-    from fixtures.models import seeded
+    from neuron_fixtures.models import seeded
 
     b, t = local[0].shape
     step_ids = torch.randint(0, dense.vocab, (b, 1), generator=seeded(77))
@@ -82,7 +82,7 @@ def _decoder(impl: Implementation, rank: int, world: int, mode: str) -> dict[str
 
 def decoder_spmd(impl, rank, world):
     result = _decoder(impl, rank, world, "spmd")
-    from fixtures.spmd import sharded_decoder
+    from neuron_fixtures.spmd import sharded_decoder
 
     group = impl.spmd_process_group(_contiguous(world, world))
     sharded, _, local, _ = sharded_decoder(rank, world, group, mode="spmd")
@@ -151,8 +151,14 @@ def layers(impl, rank, world):
     """Each parallel layer on the SPMD path, compiled, against its dense counterpart."""
     from torch import nn
 
-    from fixtures.models import init_deterministic, seeded
-    from fixtures.spmd import ColumnParallelLinear, ExpertParallelMoE, RowParallelLinear, VocabParallelEmbedding, dense_moe
+    from neuron_fixtures.models import init_deterministic, seeded
+    from neuron_fixtures.spmd import (
+        ColumnParallelLinear,
+        ExpertParallelMoE,
+        RowParallelLinear,
+        VocabParallelEmbedding,
+        dense_moe,
+    )
 
     group = impl.spmd_process_group(_contiguous(world, world))
     r = impl.spmd_rank_tensor(rank)

@@ -185,7 +185,7 @@ class Implementation:
     # --- per-graph compiler arguments and the compile flows (issue 6) ---------------------------
     # The backend side (mechanism): the scope, the access point every seam calls, the two flows.
     # The runner side (policy): ``policy_runner`` returns an object driving one of the suite's
-    # policy fixture models (``fixtures/policy.py``) with the implementation's runner; it provides
+    # policy fixture models (``neuron_fixtures/policy.py``) with the implementation's runner; it provides
     #   base_compiler_args                    the base list set at load (caller level applied)
     #   resolve(graph_type) -> list | None    the runner's resolve_graph_compiler_args
     #   example(graph_type) -> dict           fresh inputs for the graph type's compile site

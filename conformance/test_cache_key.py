@@ -26,7 +26,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import fixtures
+import neuron_fixtures
 
 # --- strategies ------------------------------------------------------------------------------------
 
@@ -82,7 +82,7 @@ def hlos(impl) -> list[str]:
     """Real StableHLO from the fixtures (lowered once)."""
     texts = []
     for name in ("mlp", "vision_encoder"):
-        model, args = fixtures.build(name)
+        model, args = neuron_fixtures.build(name)
         texts.extend(impl.lower(model, args))
     return texts
 

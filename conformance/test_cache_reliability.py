@@ -23,7 +23,7 @@ import time
 import pytest
 import torch
 
-import fixtures
+import neuron_fixtures
 from conformance.tolerances import assert_close
 
 FIXTURE = "mlp"
@@ -86,7 +86,7 @@ def _cache_capabilities(impl, tmp_path):
 
 @pytest.fixture(scope="module")
 def expected() -> list:
-    model, args = fixtures.build(FIXTURE)
+    model, args = neuron_fixtures.build(FIXTURE)
     with torch.no_grad():
         out = model(*args)
     return [out] if isinstance(out, torch.Tensor) else list(out)

@@ -1,6 +1,6 @@
 """Contract: the per-graph compiler-argument data flow, step by step, in both compile flows.
 
-A policy model (``fixtures/policy.py``: decode and encoder at ``-O3``, jump-forward at ``-O2``,
+A policy model (``neuron_fixtures/policy.py``: decode and encoder at ``-O3``, jump-forward at ``-O2``,
 prefill on the base arguments) is loaded by the implementation's runner once per flow:
 
 * in-process: each compile site runs inside the scope its graph type resolves to;
@@ -20,7 +20,7 @@ import time
 import pytest
 import torch
 
-import fixtures
+import neuron_fixtures
 from conformance.snapshots import JsonSnapshotExtension
 from conformance.tolerances import assert_close
 
@@ -301,7 +301,7 @@ def test_staged_metadata_snapshot(impl, deferred, graph_type, snapshot):
 
 @pytest.mark.parametrize("name", ["mlp", "vision_encoder"])
 def test_optimization_levels_give_equal_outputs(impl, name):
-    model, args = fixtures.build(name)
+    model, args = neuron_fixtures.build(name)
     with torch.no_grad():
         expected = model(*args)
         outs = {}

@@ -16,7 +16,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import fixtures
+import neuron_fixtures
 from conformance.snapshots import JsonSnapshotExtension, _PerImplementation
 from conformance.tolerances import assert_close
 
@@ -192,7 +192,7 @@ CASES = {
 def test_graph_after_passes(impl, text_snapshot, case):
     fn, make_args = CASES[case]
     if fn is None:
-        fn, args = fixtures.build(case)
+        fn, args = neuron_fixtures.build(case)
     else:
         args = make_args()
     with torch.no_grad():

@@ -16,9 +16,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-import fixtures
+import neuron_fixtures
 
-NAMES = fixtures.names()
+NAMES = neuron_fixtures.names()
 
 
 def _lower_in_child(impl_spec: str, tmp_path, seed: str, tag: str) -> dict:
@@ -53,7 +53,7 @@ def test_fresh_processes_lower_to_identical_text(two_processes, name):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_in_process_lowering_matches_fresh_process(impl, two_processes, name):
-    model, args = fixtures.build(name)
+    model, args = neuron_fixtures.build(name)
     assert impl.lower(model, args) == two_processes[0][name]
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-import fixtures
+import neuron_fixtures
 from conformance.snapshots import MlirSnapshotExtension
 
 
@@ -17,9 +17,9 @@ def mlir_snapshot(snapshot):
     return snapshot.use_extension(MlirSnapshotExtension)
 
 
-@pytest.mark.parametrize("name", fixtures.names())
+@pytest.mark.parametrize("name", neuron_fixtures.names())
 def test_stablehlo_snapshot(impl, mlir_snapshot, name):
-    model, args = fixtures.build(name)
+    model, args = neuron_fixtures.build(name)
     graphs = impl.lower(model, args)
     text = "".join(f"// graph {i} of {len(graphs)}\n{g}" for i, g in enumerate(graphs))
     assert text == mlir_snapshot

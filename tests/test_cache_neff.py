@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-import fixtures
+import neuron_fixtures
 from reference.cache import neff_cache as store
 from reference.cache.errors import CacheFallbackWarning, CacheLockTimeoutError, RecordedCompileFailure
 from reference.cache.failures import MAX_ATTEMPTS
@@ -37,7 +37,7 @@ ARGS = ["--target", "trn2"]
 def lowered() -> LoweredGraph:
     from reference.compile.backend import lower_graphs
 
-    model, args = fixtures.build("mlp")
+    model, args = neuron_fixtures.build("mlp")
     (graph,) = lower_graphs(model, args)
     return graph
 

@@ -12,12 +12,13 @@ import sys
 import pytest
 
 _CHILD = r"""
-import json, sys, torch, fixtures
+import json, sys, torch
+import neuron_fixtures
 from reference.compile.metrics import METRICS
 mode, blob, out = sys.argv[1:4]
 if mode == "load":
     torch.compiler.load_cache_artifacts(open(blob, "rb").read())
-model, args = fixtures.build("mlp")
+model, args = neuron_fixtures.build("mlp")
 compiled = torch.compile(model, backend="neuron")
 with torch.no_grad():
     y = compiled(*args)

@@ -15,7 +15,7 @@ import pytest
 import torch
 from torch import fx
 
-import fixtures
+import neuron_fixtures
 from conformance.tolerances import assert_close
 from reference.compile.backend import compile_fx_graph
 from reference.fx_passes import (
@@ -463,8 +463,8 @@ def test_pipeline_with_default_passes_matches_eager_including_aliasing(case):
 @pytest.fixture(scope="module")
 def fixture_graphs():
     graphs = {}
-    for name in fixtures.names():
-        model, args = fixtures.build(name)
+    for name in neuron_fixtures.names():
+        model, args = neuron_fixtures.build(name)
         with torch.no_grad():
             graphs[name] = dynamo_graph(model, *args)
     return graphs
@@ -474,7 +474,7 @@ def _clone_inputs(inputs):
     return [t.clone() if isinstance(t, torch.Tensor) else t for t in inputs]
 
 
-@pytest.mark.parametrize("name", fixtures.names())
+@pytest.mark.parametrize("name", neuron_fixtures.names())
 def test_default_passes_on_fixtures(snapshot, fixture_graphs, name):
     """What each pass does to each fixture's graph (reviewed), and that the graph still computes
     what Dynamo's graph computed, including the inputs it writes."""
@@ -577,8 +577,8 @@ def test_pipeline_with_a_buffer_writing_kernel_matches_eager():
 @pytest.mark.parametrize("pass_name", DEFAULT_ORDER)
 def test_each_pass_alone_keeps_the_compiled_fixture_equal_to_eager(name, pass_name):
     (only,) = [p for p in get_default_pass_manager().passes if p.name == pass_name]
-    model, args = fixtures.build(name)
-    ref_model, ref_args = fixtures.build(name)
+    model, args = neuron_fixtures.build(name)
+    ref_model, ref_args = neuron_fixtures.build(name)
     with torch.no_grad():
         expected = ref_model(*ref_args)
         actual = compile_with(manager_of(only), model)(*args)

@@ -8,7 +8,7 @@ import warnings
 import pytest
 import torch
 
-from fixtures.spmd import EmbedMoE
+from neuron_fixtures.spmd import EmbedMoE
 from reference.fx_passes import CollectiveReplicaGroupsPass, FXPassError, RankConstantCheckPass, get_default_pass_manager
 from reference.fx_passes import spmd_passes
 from reference.spmd import rank_tensor
@@ -59,7 +59,7 @@ def test_rank_constant_check_warns_then_raises_through_the_manager(monkeypatch):
     with pytest.raises(FXPassError) as info:
         get_default_pass_manager().run_passes(gm, graph_name="g", target_device="cpu")
     assert isinstance(info.value.__cause__, RankConstantError)
-    assert "rank_id" in str(info.value) and "fixtures/spmd.py:" in str(info.value)
+    assert "rank_id" in str(info.value) and "neuron_fixtures/spmd.py:" in str(info.value)
 
 
 def test_replica_groups_pass_leaves_graphs_without_collectives_alone():

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from conformance.tolerances import assert_close
-from fixtures import build
+from neuron_fixtures import build
 from reference.cache.neff_cache import NeffCache
 from reference.compile import env
 from reference.compile.metrics import get_dynamo_metrics, reset_dynamo_metrics

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from fixtures.policy import PolicyVLM, StringPolicyVLM
+from neuron_fixtures.policy import PolicyVLM, StringPolicyVLM
 from reference.compile.compiler_args import apply_scoped_compiler_args
 from reference.runner import CompilerArgsPolicyError, NeuronModelRunner, NeuronWorker, UnknownGraphTypeError
 

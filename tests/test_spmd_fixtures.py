@@ -11,8 +11,8 @@ import pytest
 import torch
 from torch import nn
 
-from fixtures.models import init_deterministic, seeded
-from fixtures.spmd import (
+from neuron_fixtures.models import init_deterministic, seeded
+from neuron_fixtures.spmd import (
     ColumnParallelLinear, ExpertParallelMoE, RowParallelLinear, ShardedDecoderLM, VocabParallelEmbedding, dense_moe,
     moe_decoder, prefill_inputs, sharded_decoder,
 )
@@ -95,5 +95,5 @@ def test_only_the_twin_bakes_a_rank_constant(mode):
         assert found == []
     else:
         assert [f.node for f in found] == ["rank_id"]
-        assert "fixtures/spmd.py" in found[0].source and "torch.tensor([[self.ep_rank]]" in found[0].source
+        assert "neuron_fixtures/spmd.py" in found[0].source and "torch.tensor([[self.ep_rank]]" in found[0].source
         assert found[0].value == [[1]]

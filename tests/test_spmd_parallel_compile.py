@@ -27,7 +27,7 @@ def capture_and_compile(directory: str):
     import torch
     import torch.distributed as dist
 
-    from fixtures.spmd import EmbedMoE
+    from neuron_fixtures.spmd import EmbedMoE
     from reference.compile.capture_backend import capture_to
     from reference.compile.parallel_compile import parallel_compile
     from reference.spmd import rank_tensor

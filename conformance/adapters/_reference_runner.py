@@ -9,7 +9,7 @@ import torch
 
 class ReferencePolicyRunner:
     def __init__(self, policy: str, mode: str, compiler_args, optimization_level) -> None:
-        from fixtures.policy import build_policy_model
+        from neuron_fixtures.policy import build_policy_model
         from reference.runner import NeuronModelRunner, NeuronWorker
 
         self.model = build_policy_model(policy)

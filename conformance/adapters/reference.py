@@ -261,9 +261,9 @@ class ReferenceImplementation(Implementation):
         import shutil
         from pathlib import Path
 
-        import fixtures
+        import neuron_fixtures
 
-        src = Path(fixtures.__file__).parent / "legacy_capture"
+        src = Path(neuron_fixtures.__file__).parent / "legacy_capture"
         shutil.copytree(src, dest, dirs_exist_ok=True)
         return str(dest)
 

@@ -12,7 +12,7 @@ graph all key the cache with the same list.
 
 The model the runner drives provides ``example_kwargs(graph_type)`` (inputs for a graph type's
 compile site) and, for the encoder, ``embed_multimodal(pixels, compiled=...)`` which opens its own
-scope; see ``fixtures/policy.py``.
+scope; see ``neuron_fixtures/policy.py``.
 """
 
 from __future__ import annotations
