@@ -189,7 +189,7 @@ def test_mpmd_twin_fails_under_strict_naming_node_and_source_line(world2):
         assert res["raised"], f"rank {rank}: the twin compiled under NEURON_LIBTORCH_SPMD_STRICT=1"
         assert res["is_violation"], f"rank {rank}: raised {res['error']}, not a guard-rail error: {res['message']}"
         assert "rank_id" in res["message"]
-        assert re.search(r"neuron_neuron_fixtures/spmd\.py:\d+", res["message"]), res["message"]
+        assert re.search(r"neuron_fixtures/spmd\.py:\d+", res["message"]), res["message"]
 
 
 def _staged(per_rank: list[dict]) -> dict:

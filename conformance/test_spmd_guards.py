@@ -53,7 +53,7 @@ def test_mpmd_twin_warns_by_default(impl, monkeypatch):
         out = impl.compile(layer)(x, rank=rank)
     assert_close(out, layer(x), what="MPMD twin (tolerated)")
     text = "\n".join(str(w.message) for w in caught)
-    assert "rank_id" in text and re.search(r"neuron_neuron_fixtures/spmd\.py:\d+", text), text
+    assert "rank_id" in text and re.search(r"neuron_fixtures/spmd\.py:\d+", text), text
 
 
 def test_mpmd_twin_fails_under_strict_naming_node_and_line(impl, monkeypatch):
@@ -67,7 +67,7 @@ def test_mpmd_twin_fails_under_strict_naming_node_and_line(impl, monkeypatch):
         exc = exc.__cause__ or exc.__context__
     assert any(isinstance(e, impl.spmd_violation_errors()) for e in chain), [type(e).__name__ for e in chain]
     text = "\n".join(str(e) for e in chain)
-    assert "rank_id" in text and re.search(r"neuron_neuron_fixtures/spmd\.py:\d+", text), text
+    assert "rank_id" in text and re.search(r"neuron_fixtures/spmd\.py:\d+", text), text
 
 
 def test_a_constant_without_a_rank_input_is_not_flagged(impl, monkeypatch):

@@ -58,12 +58,12 @@ def _module(name: str):
 
 
 # Where the patched reference internals live (one place to update when the tree moves).
-_CONFIG = "reference.compile.config"
-_COMPILER_ARGS = "reference.compile.compiler_args"
-_DRIVER = "reference.compile.compiler_driver"
-_ENV = "reference.compile.env"
-_GRAPH_BREAKS = "reference.compile.graph_breaks"
-_CAPTURE = "reference.compile.capture_backend"
+_CONFIG = "reference.core.settings"
+_COMPILER_ARGS = "reference.compiler.scope"
+_DRIVER = "reference.compiler.driver"
+_ENV = "reference.core.env"
+_GRAPH_BREAKS = "reference.backends.graph_breaks"
+_CAPTURE = "reference.backends.capture"
 _KEY = "reference.cache.key"
 _NEFF_CACHE = "reference.cache.neff_cache"
 _HLO_CACHE = "reference.cache.hlo_cache"

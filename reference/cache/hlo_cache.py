@@ -32,7 +32,8 @@ import torch
 
 from reference.cache.errors import CacheFallbackWarning
 from reference.cache.key import KEY_LENGTH, tool_versions
-from reference.compile.lowering import LoweredGraph, TensorSpec
+from reference.core.specs import TensorSpec
+from reference.lowering.stablehlo import LoweredGraph
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +53,7 @@ def _digest(data: bytes) -> str:
 @functools.lru_cache(maxsize=1)
 def lowering_fingerprint() -> str:
     """A digest of the lowering code (so an edited lowering never serves stale text)."""
-    from reference.compile import lowering
+    from reference.lowering import stablehlo as lowering
 
     with open(lowering.__file__, "rb") as fh:
         return _digest(fh.read())[:16]
@@ -177,7 +178,7 @@ class HloCache:
 
 def hlo_cache() -> HloCache | None:
     """The configured HLO cache, or ``None`` when caching is disabled."""
-    from reference.compile import env
+    from reference.core import env
 
     if env.get(env.NEFF_DISABLE_CACHE):
         return None
@@ -191,8 +192,8 @@ def lower_cached(
 
     The key takes the pass pipeline from ``aten_gm.meta[PASS_IDENTITY_META]``; a graph that does
     not carry it is taken to have been through the default pipeline."""
-    from reference.compile.lowering import input_specs, lower_to_stablehlo
-    from reference.compile.metrics import METRICS
+    from reference.lowering.stablehlo import input_specs, lower_to_stablehlo
+    from reference.core.metrics import METRICS
     from reference.fx_passes import get_default_pass_manager
 
     lower = lower or lower_to_stablehlo
