@@ -341,21 +341,27 @@ def _other_members(pgid: int) -> list[int]:
     return found
 
 
+def _the_compiler(impl, root, child: Child, finished) -> list[int]:
+    """The pids of ``child``'s compiler process(es) while it holds the key's lock; ``[]`` when
+    ``finished()`` became true first (the compile was too quick to catch)."""
+    _wait_for(lambda: _holding(impl, root, child.pid) or finished(), CHILD_TIMEOUT, "the process starts compiling")
+    deadline = time.monotonic() + CHILD_TIMEOUT
+    while time.monotonic() < deadline and not finished():
+        compilers = _other_members(child.pid)
+        if compilers:
+            return compilers
+        time.sleep(0.002)
+    return []
+
+
 def _kill_the_compiler(impl, root, child: Child, attempt_file: str) -> bool:
     """SIGKILL the compiler process of ``child`` while it holds the key's lock; False when the
     compile finished first."""
-    _wait_for(lambda: _holding(impl, root, child.pid) or os.path.exists(attempt_file), CHILD_TIMEOUT,
-              "the first process starts compiling", child)
-    deadline = time.monotonic() + CHILD_TIMEOUT
-    while time.monotonic() < deadline and not os.path.exists(attempt_file):
-        compilers = _other_members(child.pid)
-        if compilers:
-            for pid in compilers:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
-            return True
-        time.sleep(0.002)
-    return False
+    compilers = _the_compiler(impl, root, child, lambda: os.path.exists(attempt_file))
+    for pid in compilers:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    return bool(compilers)
 
 
 def test_a_compile_that_fails_holding_the_lock_releases_it(impl, pytestconfig, tmp_path, expected):
@@ -400,22 +406,33 @@ def test_a_compile_that_fails_holding_the_lock_releases_it(impl, pytestconfig, t
 
 
 def test_a_write_cut_short_leaves_nothing_under_the_key(impl, pytestconfig, tmp_path, warm_cache, expected):
-    """The process may write no file larger than half the artifact (``RLIMIT_FSIZE``), so
+    """While the compiler runs, the compiling process is limited to files of half the artifact's
+    size (``RLIMIT_FSIZE`` set on it with ``prlimit``; the running compiler keeps its own limit), so
     publishing the entry fails midway. The compile succeeds uncached or fails clearly; nothing
     partial is left under the key, and the next process compiles and publishes it whole."""
     resource = pytest.importorskip("resource")
+    if not hasattr(resource, "prlimit") or not os.path.isdir("/proc"):
+        pytest.skip("limiting a running process's file sizes needs prlimit and /proc (Linux)")
     src, key = warm_cache
     limit = os.path.getsize(impl.cache_entry_files(str(src), key)[0]) // 2
-    _, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
     spec = _spec(pytestconfig)
-    root = tmp_path / "cache"
-
-    def small_files():
-        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, hard))
-
-    cut = Child(spec, impl.cache_env(str(root)), tmp_path / "cut.json", preexec_fn=small_files).result()
+    for attempt in range(4):
+        root = tmp_path / f"cut{attempt}"
+        child = Child(spec, impl.cache_env(str(root)), tmp_path / f"cut{attempt}.json")
+        compilers = _the_compiler(impl, root, child, lambda: child.proc.poll() is not None)
+        if compilers:
+            _, hard = resource.prlimit(child.pid, resource.RLIMIT_FSIZE)
+            resource.prlimit(child.pid, resource.RLIMIT_FSIZE, (limit, hard))
+            if all(os.path.exists(f"/proc/{pid}") for pid in compilers):
+                break  # the limit was in place before the compiler returned: publication comes after
+        child.result()
+    else:
+        pytest.skip("the compile never ran as a separate process that could be caught while holding the lock")
+    cut = child.result()
     if cut["rc"] == 0:
-        _check_outputs(cut, expected, f"a compile whose files may not exceed {limit} bytes")
+        _check_outputs(cut, expected, f"a compile whose process may not write files over {limit} bytes")
+    said = "\n".join([*cut["warnings"], cut.get("error", {}).get("message", "")])
+    assert str(root) in said, f"the failed write was not reported with the cache directory: {said[:2000]}"
     assert impl.cache_keys(str(root)) == [], "an entry was published although its write was cut short"
     partial = [p for p in impl.cache_entry_files(str(root), key) if os.path.exists(p)]
     assert partial == [], f"a write cut short at {limit} bytes left {partial} under the key"
