@@ -8,7 +8,7 @@ IMPL ?=
 IMPL_ARG := $(if $(IMPL),--conformance-impl $(IMPL),)
 BASE ?= main
 
-.PHONY: all venv conformance test strict bench snapshot-review models optable clean
+.PHONY: all venv conformance test strict selfcheck bench snapshot-review models optable clean
 
 all: test
 
@@ -25,15 +25,26 @@ conformance: $(STAMP)
 	$(PY) -m pytest conformance -n $(JOBS) $(IMPL_ARG)
 
 # Everything CI checks: unit tests and the conformance suite, in parallel, with coverage.
+# The selfcheck lane (tests/test_selfcheck.py) is part of it; its per-mutant results become reports/selfcheck.md.
 test: $(STAMP)
 	$(VENV)/bin/lint-imports
-	$(PY) -m pytest -n $(JOBS) --durations=25 --cov --cov-report=term --cov-report=xml:reports/coverage.xml
+	rm -rf reports/selfcheck
+	$(PY) -m pytest -n $(JOBS) --durations=25 --cov --cov-report=term --cov-report=xml:reports/coverage.xml; \
+	status=$$?; $(PY) -m conformance.selfcheck.report; exit $$status
 
 # The strict lane: the SPMD guard rails raise instead of warning, and a stale expectation entry is
 # an error; its reports go to reports/<impl>/strict/, beside the default lane's.
 strict: $(STAMP)
 	NEURON_LIBTORCH_SPMD_STRICT=1 $(PY) -m pytest conformance -n $(JOBS) $(IMPL_ARG) \
 		--conformance-lane strict --conformance-strict
+
+# The selfcheck lane alone: every mutant of conformance/selfcheck/mutants.py must make a conformance
+# test fail for its stated reason, and the unmutated reference must pass the same tests;
+# writes reports/selfcheck.md (kill rate, and per mutant the contract and the tests that caught it).
+selfcheck: $(STAMP)
+	rm -rf reports/selfcheck
+	SELFCHECK_CONTROL=1 $(PY) -m pytest tests/test_selfcheck.py -n 2 -p no:cacheprovider; \
+	status=$$?; $(PY) -m conformance.selfcheck.report; exit $$status
 
 # The whole model lane (make test runs a cheap subset of it); writes reports/<impl>/models.md.
 models: $(STAMP)
@@ -42,7 +53,6 @@ models: $(STAMP)
 # Regenerate the checked-in op table (reference/lowering/optable.json) from the installed tools.
 optable: $(STAMP)
 	$(PY) -c "import sys; from reference.lowering.optable import main; sys.exit(main(['--write']))"
-
 
 # The snapshot changes against BASE (a git ref): reports/snapshot-review.md and .html.
 snapshot-review: $(STAMP)
@@ -56,5 +66,5 @@ bench: $(STAMP)
 	$(PY) -m benchmarks --repeat $(REPEAT) $(BENCH)
 
 clean:
-	rm -rf $(VENV) reports/reference reports/bench reports/snapshot-review.md reports/snapshot-review.html \
-		.pytest_cache .hypothesis
+	rm -rf $(VENV) reports/reference reports/bench reports/selfcheck reports/selfcheck.md \
+		reports/snapshot-review.md reports/snapshot-review.html .pytest_cache .hypothesis

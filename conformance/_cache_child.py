@@ -1,14 +1,21 @@
 """Run in a fresh process by the cache tests: compile and run one fixture through the adapter.
 
-``python -m conformance._cache_child --impl SPEC --out FILE [--barrier PATH] fixture``
+``python -m conformance._cache_child --impl SPEC --out FILE [--barrier PATH] [--options JSON]
+[--attempts N --pause PATH] fixture``
 
 The cache environment comes from the parent (``impl.cache_env(root)``). With ``--barrier``, the
 child builds the model and imports everything, writes ``PATH.ready.<pid>``, and waits for ``PATH``
-to exist before the first call, so that racing processes reach the compile together.
+to exist before the first call, so that racing processes reach the compile together. ``--options``
+are the compile options (JSON). With ``--attempts N`` the child compiles and runs the fixture N
+times in one process (resetting the implementation in between); after each attempt but the last
+it writes ``FILE.attempt<i>`` and waits for ``--pause PATH.<i>`` to exist, so the parent can act
+while the process is alive. A file-size limit the parent set (``RLIMIT_FSIZE``) is lifted before
+the result is written, so the limit bears on the implementation's writes only.
 
 Writes JSON: ``outputs`` (the flattened outputs as nested lists), ``compiler_invocations``,
 ``warnings`` (messages), and on failure ``error`` (``type``, ``types`` of its class hierarchy,
-``message``); exits 0 on success, 3 on a compile or run error.
+``message``), all of the last attempt, and ``attempts`` (one such record per attempt, with the
+invocations counted so far); exits 0 on success, 3 on a compile or run error.
 """
 
 from __future__ import annotations
@@ -35,28 +42,10 @@ def _flatten(obj):
     return []
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--impl", default=None)
-    parser.add_argument("--out", required=True)
-    parser.add_argument("--barrier", default=None)
-    parser.add_argument("fixture")
-    ns = parser.parse_args()
-
+def _attempt(impl, compiled, args) -> dict:
     import torch
 
-    import neuron_fixtures
-    from conformance.implementation import NotSupported, load_implementation
-
-    impl = load_implementation(ns.impl)
-    model, args = neuron_fixtures.build(ns.fixture)
-    compiled = impl.compile(model)
-    if ns.barrier:
-        open(f"{ns.barrier}.ready.{os.getpid()}", "w").close()
-        while not os.path.exists(ns.barrier):
-            time.sleep(0.005)
-    result: dict = {"pid": os.getpid()}
-    code = 0
+    result: dict = {}
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
@@ -69,18 +58,67 @@ def main() -> int:
                 "message": str(exc),
                 "traceback": traceback.format_exc()[-4000:],
             }
-            code = 3
     result["warnings"] = [str(w.message) for w in caught]
     result["compiler_invocations"] = impl.compiler_invocations()
+    return result
+
+
+def _write(path: str, data: dict) -> None:
+    tmp = f"{path}.tmp"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(data, fh)
+    os.replace(tmp, path)
+
+
+def _lift_file_size_limit() -> None:
+    try:
+        import resource
+    except ImportError:  # not POSIX: there is no limit to lift
+        return
+    _, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (hard, hard))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--impl", default=None)
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--barrier", default=None)
+    parser.add_argument("--options", default=None)
+    parser.add_argument("--attempts", type=int, default=1)
+    parser.add_argument("--pause", default=None)
+    parser.add_argument("fixture")
+    ns = parser.parse_args()
+
+    import neuron_fixtures
+    from conformance.implementation import NotSupported, load_implementation
+
+    impl = load_implementation(ns.impl)
+    options = json.loads(ns.options) if ns.options else None
+    model, args = neuron_fixtures.build(ns.fixture)
+    compiled = impl.compile(model, options=options)
+    if ns.barrier:
+        open(f"{ns.barrier}.ready.{os.getpid()}", "w").close()
+        while not os.path.exists(ns.barrier):
+            time.sleep(0.005)
+    attempts = []
+    for i in range(ns.attempts):
+        if i:
+            impl.reset()
+            compiled = impl.compile(model, options=options)
+        attempts.append(_attempt(impl, compiled, args))
+        if i + 1 < ns.attempts and ns.pause:
+            _write(f"{ns.out}.attempt{i}", attempts[-1])
+            while not os.path.exists(f"{ns.pause}.{i}"):
+                time.sleep(0.01)
+    _lift_file_size_limit()
+    result: dict = {"pid": os.getpid(), **attempts[-1], "attempts": attempts}
     try:
         result["lowerings"] = impl.lowerings()
     except NotSupported:
         result["lowerings"] = None
-    tmp = f"{ns.out}.tmp"
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(result, fh)
-    os.replace(tmp, ns.out)
-    return code
+    _write(ns.out, result)
+    return 3 if "error" in result else 0
 
 
 if __name__ == "__main__":

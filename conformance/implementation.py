@@ -219,6 +219,12 @@ class Implementation:
         ``no_lowering`` (a mapping op name -> reason, computed by the implementation)."""
         raise NotSupported("forced graph breaks")
 
+    def set_graph_break_thresholds(self, **thresholds: int | None) -> None:
+        """Set the ``sort`` and ``topk`` thresholds of :meth:`forced_graph_breaks` for graphs traced
+        after the call (``None`` restores the default), so the suite can test the boundary on small
+        tensors."""
+        raise NotSupported("setting the graph-break thresholds")
+
     def environment_variables(self) -> Mapping[str, Any]:
         """Name -> default of every environment variable the implementation reads."""
         raise NotSupported("environment variables")

@@ -156,3 +156,102 @@ def test_fallback_is_off_by_default_and_zero_turns_it_on(impl, monkeypatch):
         warnings.simplefilter("always")
         assert_close(impl.torch_compile(_fn)(x), _fn(x))
     assert any("eager" in str(w.message) for w in caught)
+
+
+# --- graph-break thresholds at the boundary itself -----------------------------------------------------
+
+SMALL_LIMIT = 8  # a small threshold, so the graphs at the boundary stay small
+
+
+@pytest.fixture
+def small_limits(impl):
+    impl.set_graph_break_thresholds(sort=SMALL_LIMIT, topk=SMALL_LIMIT)
+    try:
+        yield impl.forced_graph_breaks()
+    finally:
+        impl.set_graph_break_thresholds(sort=None, topk=None)
+
+
+def _argsort(x):
+    return torch.argsort(x * 2)[..., :3] + 1
+
+
+def _sort_method(x):
+    return (x * 2).sort()[0][..., :3] + 1
+
+
+def _topk(k):
+    def f(x):
+        return torch.topk(x * 2, k)[1] + 1
+
+    return f
+
+
+def _assert_breaks_under_fullgraph(impl, contract, fn, x, what):
+    impl.reset()
+    with pytest.raises(torch._dynamo.exc.Unsupported) as info:
+        impl.torch_compile(fn, fullgraph=True)(x)
+    assert info.value.gb_type == contract["gb_type"], f"{what}: gb_type {info.value.gb_type!r}"
+
+
+_SORTING_OPS = re.compile(r"\b(sort|top_?k)\b", re.IGNORECASE)
+
+
+def _compiled_sorts(impl, fn, x) -> tuple[int, int]:
+    """(graphs, graphs that sort): a call that breaks runs eagerly, so no lowered graph sorts."""
+    texts = impl.lower(fn, [x])
+    return len(texts), sum(bool(_SORTING_OPS.search(t)) for t in texts)
+
+
+@pytest.mark.parametrize("fn", [_argsort, _sort_method], ids=["argsort", "sort-method"])
+def test_sort_at_the_threshold_does_not_break_and_one_more_does(impl, small_limits, fn):
+    assert small_limits["sort"] == SMALL_LIMIT
+    at = _compiled_sorts(impl, fn, torch.randn(2, SMALL_LIMIT))
+    above = _compiled_sorts(impl, fn, torch.randn(2, SMALL_LIMIT + 1))
+    assert at == (1, 1), f"a sorted dimension of exactly the threshold ({SMALL_LIMIT}) broke the graph: {at}"
+    assert above[1] == 0, f"a sorted dimension of {SMALL_LIMIT + 1} (threshold + 1) was compiled: {above}"
+    _assert_breaks_under_fullgraph(impl, small_limits, fn, torch.randn(2, SMALL_LIMIT + 1), "sort above the threshold")
+
+
+def test_topk_below_the_threshold_does_not_break_and_at_it_does(impl, small_limits):
+    """The seeds' rule for ``topk``: it breaks when k is the threshold or larger."""
+    assert small_limits["topk"] == SMALL_LIMIT
+    x = torch.randn(2, 2 * SMALL_LIMIT)
+    below = _compiled_sorts(impl, _topk(SMALL_LIMIT - 1), x)
+    at = _compiled_sorts(impl, _topk(SMALL_LIMIT), x)
+    assert below == (1, 1), f"k={SMALL_LIMIT - 1} (below the threshold) broke the graph: {below}"
+    assert at[1] == 0, f"k={SMALL_LIMIT} (the threshold) was compiled: {at}"
+    _assert_breaks_under_fullgraph(impl, small_limits, _topk(SMALL_LIMIT), x, "topk at the threshold")
+
+
+# --- model names cannot leave the artifact directories ---------------------------------------------------
+
+HOSTILE_NAMES = ["../escape/probe", "a/../../../up"]
+
+
+def test_a_model_name_never_leaves_the_artifact_directories(impl, monkeypatch, tmp_path):
+    api = impl.helper_api()
+    base = tmp_path / "a" / "b"
+    allowed = (base / "debug", base / "cache")
+    for var, value in impl.cache_env(str(allowed[1])).items():
+        monkeypatch.setenv(var, value)
+    monkeypatch.setenv("TORCH_NEURONX_DEBUG_DIR", str(allowed[0]))
+    monkeypatch.setenv("TORCH_NEURONX_PRESERVE_COMPILATION_ARTIFACTS", "1")
+    before = api.get_model_name()
+    names = []
+    try:
+        for i, hostile in enumerate(HOSTILE_NAMES):
+            api.set_model_name(hostile)
+            api.reset_dynamo_metrics()
+            impl.reset()
+            x = torch.randn(3 + i, 8)
+            assert_close(impl.torch_compile(_fn)(x), _fn(x))
+            names += [m.graph_name for m in api.get_dynamo_metrics()]
+    finally:
+        api.set_model_name(before)
+    assert names and all("/" not in n and ".." not in n for n in names), f"graph names: {names}"
+    outside = [
+        str(p) for p in tmp_path.rglob("*")
+        if p.is_file() and not any(p.is_relative_to(d) for d in allowed)
+    ]
+    assert outside == [], f"files written outside the debug and cache directories: {outside}"

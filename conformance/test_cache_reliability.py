@@ -39,11 +39,15 @@ def _spec(pytestconfig) -> str:
 class Child:
     """One fresh process compiling and running the fixture."""
 
-    def __init__(self, spec, env, out, *, barrier=None, cwd=None, preexec_fn=None):
+    def __init__(self, spec, env, out, *, barrier=None, cwd=None, preexec_fn=None, options=None, attempts=1, pause=None):
         self.out = str(out)
         cmd = [sys.executable, "-m", "conformance._cache_child", "--impl", spec, "--out", self.out]
         if barrier:
             cmd += ["--barrier", str(barrier)]
+        if options is not None:
+            cmd += ["--options", json.dumps(options)]
+        if attempts != 1:
+            cmd += ["--attempts", str(attempts), "--pause", str(pause)]
         cmd.append(FIXTURE)
         self.log = open(f"{self.out}.log", "w")
         full_env = {**os.environ, **env}
@@ -320,3 +324,121 @@ def test_a_read_only_warm_cache_still_serves_hits(impl, pytestconfig, tmp_path, 
         ).result()
     _check_outputs(result, expected, "a hit from a read-only cache")
     assert result["compiler_invocations"] == 0
+
+
+# --- a compile that fails after taking the lock ----------------------------------------------------
+
+LOCK_WAIT_S = 5  # a retry that waited this long for the lock of a failed compile was not released
+
+
+def _other_members(pgid: int) -> list[int]:
+    """Processes of the child's process group other than the child itself (its compiler)."""
+    found = []
+    for name in os.listdir("/proc"):
+        if name.isdigit() and int(name) != pgid:
+            with contextlib.suppress(OSError):
+                if os.getpgid(int(name)) == pgid:
+                    found.append(int(name))
+    return found
+
+
+def _the_compiler(impl, root, child: Child, finished) -> list[int]:
+    """The pids of ``child``'s compiler process(es) while it holds the key's lock; ``[]`` when
+    ``finished()`` became true first (the compile was too quick to catch)."""
+    _wait_for(lambda: _holding(impl, root, child.pid) or finished(), CHILD_TIMEOUT, "the process starts compiling")
+    deadline = time.monotonic() + CHILD_TIMEOUT
+    while time.monotonic() < deadline and not finished():
+        compilers = _other_members(child.pid)
+        if compilers:
+            return compilers
+        time.sleep(0.002)
+    return []
+
+
+def _kill_the_compiler(impl, root, child: Child, attempt_file: str) -> bool:
+    """SIGKILL the compiler process of ``child`` while it holds the key's lock; False when the
+    compile finished first."""
+    compilers = _the_compiler(impl, root, child, lambda: os.path.exists(attempt_file))
+    for pid in compilers:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    return bool(compilers)
+
+
+def test_a_compile_that_fails_holding_the_lock_releases_it(impl, pytestconfig, tmp_path, expected):
+    """The compiler dies under a process that holds the key's lock (a transient failure: killed or
+    out of memory). Another process retrying the graph, and the same process retrying it, compile
+    at once instead of waiting for the lock timeout."""
+    if not os.path.isdir("/proc"):
+        pytest.skip("finding the compiler process needs /proc")
+    spec = _spec(pytestconfig)
+    for attempt in range(4):
+        root = tmp_path / f"failed{attempt}"
+        env = impl.cache_env(str(root), lock_timeout_s=LOCK_WAIT_S)
+        out, pause = tmp_path / f"first{attempt}.json", tmp_path / f"pause{attempt}"
+        first = Child(spec, env, out, attempts=2, pause=pause)
+        killed = _kill_the_compiler(impl, root, first, f"{out}.attempt0")
+        _wait_for(lambda: os.path.exists(f"{out}.attempt0"), CHILD_TIMEOUT, "the first attempt ends", first)
+        failed = json.load(open(f"{out}.attempt0"))
+        if killed and "error" in failed:
+            break
+        (pause.parent / f"{pause.name}.0").touch()
+        first.result()
+    else:
+        pytest.skip("the compile never ran as a separate process that could be killed while holding the lock")
+    try:
+        assert failed["compiler_invocations"] == 1, failed
+        # Another process, same key and same lock directory (its artifacts elsewhere, so that the
+        # first process's own retry below still has to compile).
+        other_env = impl.cache_env(str(root), lock_timeout_s=LOCK_WAIT_S, neff_dir=str(root / "other-neff"))
+        started = time.monotonic()
+        other = Child(spec, other_env, tmp_path / "other.json").result()
+        _check_outputs(other, expected, "another process retrying the graph whose compile failed")
+        assert other["compiler_invocations"] == 1, other
+    finally:
+        (pause.parent / f"{pause.name}.0").touch()
+    again = first.result()
+    _check_outputs(again, expected, "the same process retrying the graph whose compile failed")
+    assert again["compiler_invocations"] == 2, again["attempts"]
+    print(f"retry from another process took {time.monotonic() - started:.1f} s")
+
+
+# --- a publication cut short -----------------------------------------------------------------------
+
+
+def test_a_write_cut_short_leaves_nothing_under_the_key(impl, pytestconfig, tmp_path, warm_cache, expected):
+    """While the compiler runs, the compiling process is limited to files of half the artifact's
+    size (``RLIMIT_FSIZE`` set on it with ``prlimit``; the running compiler keeps its own limit), so
+    publishing the entry fails midway. The compile succeeds uncached or fails clearly; nothing
+    partial is left under the key, and the next process compiles and publishes it whole."""
+    resource = pytest.importorskip("resource")
+    if not hasattr(resource, "prlimit") or not os.path.isdir("/proc"):
+        pytest.skip("limiting a running process's file sizes needs prlimit and /proc (Linux)")
+    src, key = warm_cache
+    limit = os.path.getsize(impl.cache_entry_files(str(src), key)[0]) // 2
+    spec = _spec(pytestconfig)
+    for attempt in range(4):
+        root = tmp_path / f"cut{attempt}"
+        child = Child(spec, impl.cache_env(str(root)), tmp_path / f"cut{attempt}.json")
+        compilers = _the_compiler(impl, root, child, lambda: child.proc.poll() is not None)
+        if compilers:
+            _, hard = resource.prlimit(child.pid, resource.RLIMIT_FSIZE)
+            resource.prlimit(child.pid, resource.RLIMIT_FSIZE, (limit, hard))
+            if all(os.path.exists(f"/proc/{pid}") for pid in compilers):
+                break  # the limit was in place before the compiler returned: publication comes after
+        child.result()
+    else:
+        pytest.skip("the compile never ran as a separate process that could be caught while holding the lock")
+    cut = child.result()
+    if cut["rc"] == 0:
+        _check_outputs(cut, expected, f"a compile whose process may not write files over {limit} bytes")
+    said = "\n".join([*cut["warnings"], cut.get("error", {}).get("message", "")])
+    assert str(root) in said, f"the failed write was not reported with the cache directory: {said[:2000]}"
+    assert impl.cache_keys(str(root)) == [], "an entry was published although its write was cut short"
+    partial = [p for p in impl.cache_entry_files(str(root), key) if os.path.exists(p)]
+    assert partial == [], f"a write cut short at {limit} bytes left {partial} under the key"
+    assert impl.cache_scratch(str(root)) == [], "the cut-short write left its temporary files"
+    follow = Child(spec, impl.cache_env(str(root)), tmp_path / "follow.json").result()
+    _check_outputs(follow, expected, "the run after the cut-short write")
+    assert follow["compiler_invocations"] == 1
+    assert impl.cache_keys(str(root)) == [key]

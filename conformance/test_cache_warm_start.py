@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import re
 
 import pytest
@@ -69,3 +70,18 @@ def test_assert_cache_hit_names_the_graph_key_on_a_miss(impl, pytestconfig, tmp_
     assert re.search(r"\b[0-9a-f]{32}\b", result["error"]["message"]), result["error"]["message"]
     assert result["compiler_invocations"] == 0
     assert impl.cache_keys(str(root)) == []
+
+
+def test_a_changed_fx_pass_pipeline_lowers_again(impl, pytestconfig, cold_then_warm, tmp_path, expected):
+    """The HLO cache keys on the FX pass pipeline that ran: a fresh process on the warm cache with
+    the pass stage switched off (``enable_fx_passes=False``) lowers again instead of reusing text
+    lowered after the default passes."""
+    src, cold, _ = cold_then_warm
+    if cold.get("lowerings") is None:
+        pytest.skip("the implementation does not report lowerings")
+    root = tmp_path / "cache"
+    shutil.copytree(src, root)
+    changed = Child(_spec(pytestconfig), impl.cache_env(str(root)), tmp_path / "nopasses.json",
+                    options={"enable_fx_passes": False}).result()
+    _check_outputs(changed, expected, "a process with the FX pass stage off")
+    assert changed["lowerings"] >= 1, "the HLO lowered after the default passes was reused with the pass stage off"

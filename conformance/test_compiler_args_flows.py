@@ -9,12 +9,17 @@ prefill on the base arguments) is loaded by the implementation's runner once per
   the artifact cache, and serving afterwards is a cache hit.
 
 The same graph gets the same argument list, and so the same cache key, in both flows.
+
+Every test keeps its caches under its own directory (``impl.cache_env``): the module's fixtures
+compile into theirs, and a test that needs their warm cache works on a copy, so no test sees the
+artifacts of another or depends on the order in which they run.
 """
 
 from __future__ import annotations
 
 import os
 import shlex
+import shutil
 import time
 
 import pytest
@@ -52,43 +57,55 @@ def _starts_with(args, prefix):
     return list(args[: len(prefix)]) == list(prefix)
 
 
+def _use_caches(impl, mp: pytest.MonkeyPatch, root) -> None:
+    """Point this process's caches at ``root`` (the adapter names the variables)."""
+    for var, value in impl.cache_env(str(root)).items():
+        mp.setenv(var, value)
+
+
+@pytest.fixture(autouse=True)
+def own_cache(impl, tmp_path, monkeypatch):
+    """This test's caches: a fresh directory, nobody else's artifacts."""
+    root = tmp_path / "own-caches"
+    _use_caches(impl, monkeypatch, root)
+    return root
+
+
+def _copy_of(impl, monkeypatch, src, dest):
+    """Use a copy of a fixture's warm caches (so the test cannot change what others read)."""
+    shutil.copytree(src, dest)
+    _use_caches(impl, monkeypatch, dest)
+
+
 @pytest.fixture(scope="module")
-def isolated_cache(tmp_path_factory):
-    """A fresh artifact cache for this module, so each flow's compiles are its own."""
-    root = tmp_path_factory.mktemp("flows-cache")
+def in_process(impl, tmp_path_factory):
+    """Every graph type through its in-process compile site, into the fixture's own caches."""
+    caches = tmp_path_factory.mktemp("in-process") / "caches"
     with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("TORCH_NEURONX_NEFF_CACHE_DIR", str(root / "neff"))
-        mp.setenv("TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR", str(root / "local"))
-        yield root
-
-
-@pytest.fixture(scope="module")
-def in_process(impl, isolated_cache):
-    """Every graph type through its in-process compile site."""
-    runner = impl.policy_runner(compiler_args=BASE)
-    out = {"runner": runner}
-    for g in (*TYPES, None):
-        kwargs = runner.example(g)
-        eager = runner.eager(g, runner.example(g))
-        out[g] = {**runner.run(g, kwargs), "eager": eager, "resolved": runner.resolve(g)}
-    impl.reset()
+        _use_caches(impl, mp, caches)
+        runner = impl.policy_runner(compiler_args=BASE)
+        out = {"runner": runner, "caches": caches}
+        for g in (*TYPES, None):
+            kwargs = runner.example(g)
+            eager = runner.eager(g, runner.example(g))
+            out[g] = {**runner.run(g, kwargs), "eager": eager, "resolved": runner.resolve(g)}
+        impl.reset()
     return out
 
 
 @pytest.fixture(scope="module")
 def deferred(impl, in_process, tmp_path_factory):
-    """The worker's trace jobs -> parallel_trace -> parallel_compile, into a fresh artifact cache."""
+    """The worker's trace jobs -> parallel_trace -> parallel_compile, into the fixture's own caches."""
     root = tmp_path_factory.mktemp("deferred")
     with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("TORCH_NEURONX_NEFF_CACHE_DIR", str(root / "neff"))
-        mp.setenv("TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR", str(root / "local"))
+        _use_caches(impl, mp, root / "caches")
         runner = impl.policy_runner(mode="capture", compiler_args=BASE)
         jobs = [runner.trace_job(g) for g in TYPES]
         traced = impl.parallel_trace(jobs, cache_dir=str(root / "captured"), workers=2)
         compiled = impl.parallel_compile(str(root / "captured"), workers=2, base_compiler_args=runner.base_compiler_args)
         impl.reset()
-        yield {"root": root, "jobs": jobs, "traced": dict(zip(TYPES, traced)), "compiled": compiled,
-               "env": dict(os.environ)}
+    return {"root": root, "caches": root / "caches", "jobs": jobs, "traced": dict(zip(TYPES, traced)),
+            "compiled": compiled}
 
 
 def _one_graph(record, what):
@@ -130,7 +147,7 @@ def test_in_process_outputs_match_eager(in_process, graph_type):
     assert_close(in_process[graph_type]["outputs"], in_process[graph_type]["eager"], what=str(graph_type))
 
 
-def test_explicit_caller_level_disables_the_policy_for_every_graph(impl, isolated_cache):
+def test_explicit_caller_level_disables_the_policy_for_every_graph(impl):
     runner = impl.policy_runner(compiler_args=BASE, optimization_level=2)
     assert _level(runner.base_compiler_args) == 2
     for g in (*TYPES, None):
@@ -142,6 +159,24 @@ def test_explicit_caller_level_disables_the_policy_for_every_graph(impl, isolate
 
 
 # --- deferred flow -----------------------------------------------------------------------------------
+
+
+@pytest.mark.capability("capture")
+def test_a_staged_graph_records_the_list_its_site_resolved(impl, tmp_path):
+    """One trace job on its own: the capture seam stages the decode graph with the list the site
+    resolved (level 3 on the base arguments), in what it reports and in the staged metadata."""
+    runner = impl.policy_runner(mode="capture", compiler_args=BASE)
+    cache_dir = str(tmp_path / "captured")
+    (traced,) = impl.parallel_trace([runner.trace_job("decode")], cache_dir=cache_dir, workers=1)
+    assert traced["ok"], traced["error"]
+    (captured,) = traced["captured"]
+    assert _level(captured["compiler_args"]) == 3 and _starts_with(captured["compiler_args"], BASE), (
+        f"captured compiler_args {captured['compiler_args']}, resolved {runner.resolve('decode')}"
+    )
+    staged = {m["cache_key"]: m for m in impl.staged_metadata(cache_dir)}
+    assert staged.get(captured["cache_key"], {}).get("compiler_args") == captured["compiler_args"], (
+        f"the staged metadata does not record the list: {staged}"
+    )
 
 
 @pytest.mark.capability("capture")
@@ -182,9 +217,8 @@ def test_parallel_compile_reads_the_recorded_lists(deferred, in_process):
 
 
 @pytest.mark.capability("capture")
-def test_serving_after_parallel_compile_is_a_cache_hit(impl, deferred, monkeypatch):
-    for var in ("TORCH_NEURONX_NEFF_CACHE_DIR", "TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR"):
-        monkeypatch.setenv(var, deferred["env"][var])
+def test_serving_after_parallel_compile_is_a_cache_hit(impl, deferred, monkeypatch, tmp_path):
+    _copy_of(impl, monkeypatch, deferred["caches"], tmp_path / "served")
     monkeypatch.setenv("NEURON_LIBTORCH_ASSERT_CACHE_HIT", "1")
     runner = impl.policy_runner(compiler_args=BASE)
     for g in ("decode", "encoder"):
@@ -233,7 +267,7 @@ def test_a_failing_child_is_reported_with_its_job_and_never_hangs(impl, deferred
 
 
 @pytest.mark.capability("capture")
-def test_old_cache_directory_compiles_with_the_base_arguments(impl, isolated_cache, tmp_path):
+def test_old_cache_directory_compiles_with_the_base_arguments(impl, tmp_path):
     old = impl.legacy_capture_dir(str(tmp_path / "old"))
     staged = impl.staged_metadata(old)
     assert staged and all(m.get("compiler_args") is None for m in staged)
@@ -247,7 +281,8 @@ def test_old_cache_directory_compiles_with_the_base_arguments(impl, isolated_cac
 # --- guards ------------------------------------------------------------------------------------------
 
 
-def test_serve_time_compile_outside_the_scope_is_caught(impl, in_process, monkeypatch, isolated_cache):
+def test_serve_time_compile_outside_the_scope_is_caught(impl, in_process, monkeypatch, tmp_path):
+    _copy_of(impl, monkeypatch, in_process["caches"], tmp_path / "warm")
     runner = impl.policy_runner(compiler_args=BASE)
     runner.run("decode")  # warm-up inside the scope (a cache hit from the in-process flow)
     impl.reset()
@@ -260,9 +295,7 @@ def test_serve_time_compile_outside_the_scope_is_caught(impl, in_process, monkey
     assert "NEURON_LIBTORCH_ASSERT_CACHE_HIT" in str(info.value)
 
 
-def test_nondeterministic_policy_is_detected_by_the_native_seam(impl, tmp_path, monkeypatch):
-    monkeypatch.setenv("TORCH_NEURONX_NEFF_CACHE_DIR", str(tmp_path / "neff"))
-    monkeypatch.setenv("TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR", str(tmp_path / "local"))
+def test_nondeterministic_policy_is_detected_by_the_native_seam(impl):
     runner = impl.policy_runner(policy="nondeterministic", mode="native", compiler_args=BASE)
     first = runner.run("decode")
     assert _level(_one_graph(first, "decode")["compiler_args"]) == 3
@@ -273,7 +306,8 @@ def test_nondeterministic_policy_is_detected_by_the_native_seam(impl, tmp_path, 
     assert "-O2" in msg and "-O3" in msg, msg
 
 
-def test_nondeterministic_policy_misses_the_cache_after_warmup(impl, isolated_cache, monkeypatch):
+def test_nondeterministic_policy_misses_the_cache_after_warmup(impl, in_process, monkeypatch, tmp_path):
+    _copy_of(impl, monkeypatch, in_process["caches"], tmp_path / "warm")
     runner = impl.policy_runner(policy="nondeterministic", compiler_args=BASE)
     runner.run("decode")  # -O3: the same list the deterministic policy warmed
     impl.reset()
@@ -309,15 +343,23 @@ def test_staged_metadata_snapshot(impl, deferred, graph_type, snapshot):
 
 
 @pytest.mark.parametrize("name", ["mlp", "vision_encoder"])
-def test_optimization_levels_give_equal_outputs(impl, name):
+def test_optimization_levels_reach_the_compiler_and_give_equal_outputs(impl, own_cache, name):
+    """Each level compiles to a different artifact (the level reached the compiler) with the same
+    outputs (the level changed how, not what)."""
     model, args = neuron_fixtures.build(name)
+    artifacts, outs = {}, {}
     with torch.no_grad():
         expected = model(*args)
-        outs = {}
         for level in (1, 2, 3):
+            before = set(impl.cache_keys(str(own_cache)))
             impl.reset()
             compiled = impl.compile(model, options={"compiler_args": [f"-O{level}"]})
             outs[level] = compiled(*args)
+            new = sorted(set(impl.cache_keys(str(own_cache))) - before)
+            assert new, f"{name} at -O{level}: nothing was published"
+            artifacts[level] = tuple(open(impl.cache_entry_files(str(own_cache), k)[0], "rb").read() for k in new)
     for level, out in outs.items():
         assert_close(out, expected, what=f"{name} at -O{level}")
     assert_close(outs[3], outs[1], what=f"{name}: -O3 vs -O1")
+    same = [(a, b) for a in (1, 2, 3) for b in (1, 2, 3) if a < b and artifacts[a] == artifacts[b]]
+    assert not same, f"{name}: identical artifacts at levels {same}: the level did not reach the compiler"

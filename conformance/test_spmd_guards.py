@@ -115,3 +115,46 @@ def test_one_graph_split_over_two_directories_always_splinters(impl, world, grap
     staged[f"g{victim}"] = {"left": ranks[:cut], "right": ranks[cut:]}
     with pytest.raises(impl.spmd_violation_errors()):
         impl.check_single_artifact(staged, strict=True)
+
+
+# --- every constant builder the seeds name, warn and strict ---------------------------------------------
+
+
+def _baked_with_tensor(x, rank):
+    return x + rank + torch.tensor([[3]], dtype=torch.int32)
+
+
+def _baked_with_full(x, rank):
+    return x + rank + torch.full((1, 1), 3, dtype=torch.int32)
+
+
+BUILDERS = {"torch.tensor": _baked_with_tensor, "torch.full": _baked_with_full}
+
+
+def _violation_chain(impl, exc):
+    chain = []
+    while exc is not None:
+        chain.append(exc)
+        exc = exc.__cause__ or exc.__context__
+    return any(isinstance(e, impl.spmd_violation_errors()) for e in chain), "\n".join(str(e) for e in chain)
+
+
+@pytest.mark.parametrize("builder", sorted(BUILDERS))
+@pytest.mark.parametrize("strict", ["0", "1"], ids=["warn", "strict"])
+def test_a_baked_rank_constant_is_caught_for_every_builder(impl, monkeypatch, builder, strict):
+    monkeypatch.setenv(STRICT, strict)
+    fn = BUILDERS[builder]
+    x, rank = torch.ones(2, 2, dtype=torch.int32), impl.spmd_rank_tensor(1)
+    line = re.escape(__file__.rsplit("/", 1)[-1]) + r":\d+"
+    if strict == "1":
+        with pytest.raises(Exception) as info, torch.no_grad():
+            impl.compile(fn)(x, rank)
+        is_violation, text = _violation_chain(impl, info.value)
+        assert is_violation, f"{builder} under strict raised {type(info.value).__name__}, not a guard-rail violation: {text}"
+        assert re.search(line, text), f"the violation does not name the source line: {text}"
+    else:
+        with pytest.warns(UserWarning) as caught, torch.no_grad():
+            out = impl.compile(fn)(x, rank)
+        assert torch.equal(out, fn(x, rank)), f"{builder}: the tolerated graph computes something else"
+        text = "\n".join(str(w.message) for w in caught)
+        assert re.search(line, text) and "rank" in text, f"the warning for {builder} does not name the line: {text}"

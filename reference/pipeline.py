@@ -31,7 +31,7 @@ from typing import Any, Callable, Mapping, Sequence
 import torch
 
 from reference.cache.errors import CacheFallbackWarning, CacheWriteError
-from reference.cache.hlo_cache import create_hlo_cache_key, hlo_cache
+from reference.cache.hlo_cache import PASS_IDENTITY_META, create_hlo_cache_key, hlo_cache
 from reference.cache.key import create_cache_hash, tool_versions
 from reference.cache.neff_cache import NeffCache
 from reference.cache.staging import StagedGraph, write_staged
@@ -96,6 +96,13 @@ class Lowering:
         return ProgramCompiler(self.program, driver) if self.program is not None else driver
 
 
+def pass_identity(aten_gm: torch.fx.GraphModule) -> str:
+    """The FX pass pipeline that ran on ``aten_gm``, as the seam recorded it
+    (``gm.meta[PASS_IDENTITY_META]``; the HLO cache keys on it); a graph that carries none is taken
+    to have been through the default pipeline."""
+    return aten_gm.meta.get(PASS_IDENTITY_META) or get_default_pass_manager().uuid()
+
+
 def lower_cached(aten_gm: torch.fx.GraphModule, *, graph_name: str) -> LoweredGraph:
     """``lower_to_stablehlo`` through the HLO cache (off with ``TORCH_NEURONX_NEFF_DISABLE_CACHE``)."""
     cache = hlo_cache()
@@ -103,7 +110,7 @@ def lower_cached(aten_gm: torch.fx.GraphModule, *, graph_name: str) -> LoweredGr
         METRICS.bump("lowerings")
         return lower_to_stablehlo(aten_gm, graph_name=graph_name)
     key = create_hlo_cache_key(
-        aten_gm, input_specs(aten_gm, graph_name), get_default_pass_manager().uuid(), lowering=lowering_fingerprint()
+        aten_gm, input_specs(aten_gm, graph_name), pass_identity(aten_gm), lowering=lowering_fingerprint()
     )
     hit = cache.get(key)
     if hit is not None:

@@ -77,6 +77,17 @@ def test_canonical_form_round_trips(pieces):
     assert parse_compiler_args(format_pairs(pairs)) == pairs
 
 
+def test_each_level_gives_the_compiler_a_different_pipeline():
+    pipelines = {n: tuple(CompilerConfig.from_args([f"-O{n}"]).iree_args()) for n in (1, 2, 3)}
+    assert len(set(pipelines.values())) == 3, pipelines
+    assert "--iree-llvmcpu-loop-unrolling" in pipelines[3] and "--iree-llvmcpu-loop-unrolling" not in pipelines[2]
+
+
+def test_the_artifact_comes_back_on_standard_output():
+    cmd = CompilerDriver("iree-compile").command_line(CompilerConfig.from_args([]))
+    assert cmd[1] == "-" and cmd[-2:] == ["-o", "-"]
+
+
 def test_compiler_failure_carries_its_output_and_command_line():
     broken = "func.func @main(%a: tensor<4xf32>) -> tensor<4xf32> { %0 = stablehlo.not_an_op %a return %0 }"
     with pytest.raises(NEFFCompilationError) as info:

@@ -200,6 +200,12 @@ class ReferenceImplementation(Implementation):
             "no_lowering": dict(graph_breaks.break_ops()),
         }
 
+    def set_graph_break_thresholds(self, **thresholds):
+        from reference import set_graph_break_thresholds
+        from reference.backends.graph_breaks import DEFAULT_THRESHOLDS
+
+        set_graph_break_thresholds(**{k: DEFAULT_THRESHOLDS.get(k, v) if v is None else v for k, v in thresholds.items()})
+
     def environment_variables(self) -> Mapping[str, Any]:
         from reference.core import env
 

@@ -28,6 +28,7 @@ from typing import Any, Callable, Mapping
 import torch
 from torch._dynamo.backends.common import aot_autograd
 
+from reference.cache.hlo_cache import NO_PASSES, PASS_IDENTITY_META
 from reference.backends import device as _device
 from reference.backends import graph_breaks, precompile
 from reference.backends.api import preflight
@@ -116,20 +117,24 @@ def compile_fx_graph(
 
     fx_us = 0
     eager_gm = gm
+    pass_identity = NO_PASSES
     if options.get("enable_fx_passes", True):
         start = time.perf_counter()
+        manager = get_default_pass_manager()
         try:
-            gm = get_default_pass_manager().run_passes(
+            gm = manager.run_passes(
                 gm, target_device=options.get("target_device", DEFAULT_TARGET_DEVICE), graph_name=f"{model_name}_dynamo"
             )
         except NeuronBackendError as exc:  # a pass that fails is a compile failure like any other
             return _eager_fallback(exc, eager_gm)
         fx_us = int((time.perf_counter() - start) * 1e6)
+        pass_identity = manager.uuid()
 
     def fw_compiler(aten_gm: torch.fx.GraphModule, _aten_inputs: list):
         aot_id, graph_type = _aot_names()
         nth = METRICS.next_graph_index(model_name, aot_id, graph_type)
         graph_name = f"{model_name}_{aot_id}_{graph_type}_{nth}"
+        aten_gm.meta[PASS_IDENTITY_META] = pass_identity  # the HLO cache keys on the pipeline that ran
         compiled = handler(
             aten_gm, graph_name=graph_name, compiler_args=compiler_args, model_name=model_name, fx_passes_us=fx_us
         )

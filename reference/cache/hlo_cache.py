@@ -6,7 +6,9 @@ Keyed (:func:`create_hlo_cache_key`) on what the lowering reads and nothing else
   module (comments dropped), the value of every constant it reads through ``get_attr``, and the
   node metadata a lowering consumes (``HLO_KEY_META``: the collectives' ``replica_groups``);
 - the input specs (dtype, shape, stride);
-- the pass manager's identity (``FXPassManager.uuid()``), so changing a pass invalidates its output;
+- the identity of the FX pass pipeline that ran (``FXPassManager.uuid()``, or :data:`NO_PASSES`
+  when the stage was switched off), so changing, reordering or dropping a pass invalidates its
+  output. The seam records it on the ATen graph (``gm.meta[PASS_IDENTITY_META]``);
 - the tool versions plus a fingerprint of the lowering code itself (passed in by the pipeline).
 
 One JSON file per key under ``TORCH_NEURONX_HLO_CACHE_DIR`` (``<key>.json``: the StableHLO text,
@@ -38,6 +40,10 @@ log = logging.getLogger(__name__)
 #: Node metadata that a lowering reads, and so enters the key.
 HLO_KEY_META = ("replica_groups",)
 RECORD_VERSION = 1
+#: Where the seam records the identity of the pass pipeline that ran, on the ATen graph module.
+PASS_IDENTITY_META = "fx_pass_identity"
+#: The pipeline identity of a compile with the FX pass stage switched off.
+NO_PASSES = "no-fx-passes"
 
 
 def _digest(data: bytes) -> str:

@@ -10,24 +10,29 @@ Flag mapping (everything else is validated, recorded, and enters the cache key):
 ==============================  ==========================================================
 neuronx-cc                      iree-compile
 ==============================  ==========================================================
-``-O1`` ``-O2`` ``-O3``,         ``--iree-opt-level=O1|O2|O3`` (default ``-O1``, as on Neuron)
-``--optlevel N``
+``-O1`` ``-O2`` ``-O3``,         ``--iree-opt-level=O1|O2|O3`` plus the LLVM code-generation
+``--optlevel N``                 options of :data:`LEVEL_CODEGEN` (default ``-O1``, as on Neuron)
 ``--auto-cast matmult|all``      ``--iree-global-opt-demote-contraction-inputs-operations``
 ``--auto-cast-type bf16|fp16``   ``--iree-global-opt-demote-contraction-inputs-type``
 ``--target trn2|trn3``           recorded only; the code is built for the host CPU
 ==============================  ==========================================================
 
-The artifact (the "NEFF" of the seeds) is an IREE VM flatbuffer (``.vmfb``) for the host CPU.
+IREE's global ``--iree-opt-level`` alone does not separate every level: on this release ``O2``
+and ``O3`` produce byte-identical binaries for the fixture models, so a user asking for ``-O3``
+would silently get ``-O2``. Each level therefore also sets LLVM code-generation options
+(:data:`LEVEL_CODEGEN`), so each level compiles to a different binary (docs/compiler_args.md).
+
+The artifact (the "NEFF" of the seeds) is an IREE VM flatbuffer (``.vmfb``) for the host CPU. The
+compiler writes it to its standard output, which the driver reads: no temporary file, so a limit
+on file sizes or a full temporary directory cannot truncate an artifact between compiler and cache.
 """
 
 from __future__ import annotations
 
-import os
 import platform
 import re
 import shlex
 import subprocess
-import tempfile
 import time
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
@@ -68,6 +73,14 @@ _BARE = frozenset(
         "--experimental-unsafe-fp8e4m3fn-as-fp8e4m3",
     }
 )
+
+#: LLVM code-generation options added per optimization level (on top of ``--iree-opt-level``).
+#: ``-O3`` unrolls and interleaves loops and runs the SLP vectorizer, which ``-O2`` leaves off.
+LEVEL_CODEGEN: dict[int, tuple[str, ...]] = {
+    1: (),
+    2: (),
+    3: ("--iree-llvmcpu-loop-unrolling", "--iree-llvmcpu-loop-interleaving", "--iree-llvmcpu-slp-vectorization"),
+}
 
 
 def known_flags() -> list[str]:
@@ -193,6 +206,7 @@ class CompilerConfig:
             "--iree-hal-target-backends=llvm-cpu",
             f"--iree-llvmcpu-target-cpu={host_cpu()}",
             f"--iree-opt-level=O{self.optlevel}",
+            *LEVEL_CODEGEN[self.optlevel],
         ]
         if self.auto_cast != "none" and self.auto_cast_type in ("bf16", "fp16"):
             ops = "matmul" if self.auto_cast == "matmult" else "all"
@@ -255,31 +269,28 @@ class CompilerDriver:
             self._exe = _iree_compile_path()
         return self._exe
 
-    def command_line(self, config: CompilerConfig, output: str) -> list[str]:
-        return [self.executable, "-", *config.iree_args(), "-o", output]
+    def command_line(self, config: CompilerConfig) -> list[str]:
+        """The compiler's command: StableHLO on standard input, the artifact on standard output."""
+        return [self.executable, "-", *config.iree_args(), "-o", "-"]
 
     def compile(
         self, hlo_text: str, compiler_args: str | Iterable[str] | None, *, graph_name: str | None = None
     ) -> CompileResult:
         """Compile StableHLO text; raises :class:`NEFFCompilationError` with the compiler's output."""
         config = CompilerConfig.from_args(compiler_args)
-        with tempfile.TemporaryDirectory(prefix="neuron-cc-") as tmp:
-            out = os.path.join(tmp, "graph.vmfb")
-            cmd = self.command_line(config, out)
-            start = time.perf_counter()
-            try:
-                proc = subprocess.run(cmd, input=hlo_text.encode(), capture_output=True, check=False)
-            except OSError as exc:
-                raise NEFFCompilationError(f"could not start the compiler: {exc}", graph_name=graph_name, command=cmd)
-            wall_us = int((time.perf_counter() - start) * 1e6)
-            log = proc.stderr.decode(errors="replace")
-            if proc.returncode != 0:
-                raise NEFFCompilationError(
-                    f"compiler exited with status {proc.returncode}",
-                    graph_name=graph_name,
-                    command=cmd,
-                    compiler_log=log,
-                )
-            with open(out, "rb") as fh:
-                artifact = fh.read()
-        return CompileResult(artifact=artifact, command=cmd, log=log, wall_us=wall_us)
+        cmd = self.command_line(config)
+        start = time.perf_counter()
+        try:
+            proc = subprocess.run(cmd, input=hlo_text.encode(), capture_output=True, check=False)
+        except OSError as exc:
+            raise NEFFCompilationError(f"could not start the compiler: {exc}", graph_name=graph_name, command=cmd)
+        wall_us = int((time.perf_counter() - start) * 1e6)
+        log = proc.stderr.decode(errors="replace")
+        if proc.returncode != 0 or not proc.stdout:
+            raise NEFFCompilationError(
+                f"compiler exited with status {proc.returncode}" + ("" if proc.stdout else " and wrote no artifact"),
+                graph_name=graph_name,
+                command=cmd,
+                compiler_log=log,
+            )
+        return CompileResult(artifact=proc.stdout, command=cmd, log=log, wall_us=wall_us)

@@ -1,0 +1,362 @@
+"""Deliberately broken implementations: the reference with exactly one contract point broken.
+
+Each mutant is an adapter factory usable as ``--impl conformance.selfcheck.mutants:<name>``. The
+factory patches one function or method of the reference in the calling process, then returns the
+reference adapter under the name ``selfcheck-<name>``. Child processes load the adapter by the
+same ``--impl`` string, so the patch applies in them too; forked children inherit it.
+
+Every mutant states the contract it breaks, the conformance tests expected to catch it (pytest node
+ids, kept narrow so the whole lane stays cheap) and a pattern the failure text of at least one of
+them must match: a test that fails for another reason (an import error, a timeout) does not count
+as a kill. These are test doubles of the reference and nothing else: never use one as a backend.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import importlib
+from dataclasses import dataclass, field
+from typing import Callable
+
+from conformance.adapters.reference import ReferenceImplementation
+
+
+@dataclass(frozen=True)
+class Mutant:
+    name: str
+    contract: str
+    breaks: str  # what the mutant does wrong, in one sentence
+    tests: tuple[str, ...]  # node ids of the conformance tests expected to catch it
+    expect: str  # a regex the failure text of a catching test matches
+    patch: Callable[[], None] = field(repr=False, compare=False)
+
+
+MUTANTS: dict[str, Mutant] = {}
+
+
+def _mutant(contract: str, tests: tuple[str, ...] | str, expect: str):
+    """Register the decorated patch as a mutant; the module attribute of its name becomes the
+    mutant's adapter factory (``--impl conformance.selfcheck.mutants:<name>``)."""
+
+    def register(patch: Callable[[], None]) -> Callable[[], "MutantImplementation"]:
+        name = patch.__name__
+        tests_ = (tests,) if isinstance(tests, str) else tuple(tests)
+        MUTANTS[name] = Mutant(name, contract, " ".join((patch.__doc__ or "").split()), tests_, expect, patch)
+        def factory() -> "MutantImplementation":
+            return make(name)
+
+        factory.__name__ = factory.__qualname__ = name
+        factory.__doc__ = MUTANTS[name].breaks
+        return factory
+
+    return register
+
+
+def _module(name: str):
+    return importlib.import_module(name)
+
+
+# Where the patched reference internals live (one place to update when the tree moves).
+_CONFIG = "reference.core.settings"
+_COMPILER_ARGS = "reference.compiler.scope"
+_DRIVER = "reference.compiler.driver"
+_ENV = "reference.core.env"
+_GRAPH_BREAKS = "reference.backends.graph_breaks"
+_CAPTURE = "reference.backends.capture"
+_KEY = "reference.cache.key"
+_NEFF_CACHE = "reference.cache.neff_cache"
+_HLO_CACHE = "reference.cache.hlo_cache"
+_GUARDS = "reference.spmd.guards"
+_FX_PASSES = "reference.fx_passes"
+
+_SCOPE = "conformance/test_compiler_args_scope.py"
+_FLOWS = "conformance/test_compiler_args_flows.py"
+_KEYS = "conformance/test_cache_key.py"
+_RELIABILITY = "conformance/test_cache_reliability.py"
+_WARM = "conformance/test_cache_warm_start.py"
+_CONTRACT = "conformance/test_backend_contract.py"
+_GUARD_TESTS = "conformance/test_spmd_guards.py"
+_FX_TESTS = "conformance/test_fx_passes.py"
+
+
+# --- per-graph compiler arguments -----------------------------------------------------------------
+
+
+@_mutant("per-graph compiler arguments: the scope", f"{_SCOPE}::test_an_exception_inside_restores_the_scope", r"'-O3'")
+def scope_leaks_out_of_an_exception():
+    """``scoped_compiler_args`` restores the outer scope on a normal exit only, so an exception
+    inside leaves its list in force for every later compile."""
+    home = _module(_COMPILER_ARGS)
+    var = home._scoped
+
+    @contextlib.contextmanager
+    def leaky(compiler_args):
+        value = None if compiler_args is None else home._check_list(compiler_args, "scoped_compiler_args")
+        token = var.set(value)
+        yield
+        var.reset(token)
+
+    home.scoped_compiler_args = leaky
+
+
+@_mutant("per-graph compiler arguments: the capture seam",
+         f"{_FLOWS}::test_a_staged_graph_records_the_list_its_site_resolved", r"captured|staged metadata")
+def capture_ignores_the_scope():
+    """The capture seam stages every graph with the base arguments, dropping the list the compile
+    site resolved, so ``parallel_compile`` later builds the wrong artifact."""
+    home = _module(_CAPTURE)
+    stage = home.stage_graph
+
+    @functools.wraps(stage)
+    def unscoped(lowered, compiler_args, **kwargs):
+        return stage(lowered, [a for a in compiler_args if a not in ("-O2", "-O3")], **kwargs)
+
+    home.stage_graph = unscoped
+
+
+@_mutant("per-graph compiler arguments: levels reach the compiler",
+         f"{_FLOWS}::test_optimization_levels_reach_the_compiler_and_give_equal_outputs[mlp]", r"identical artifacts at levels")
+def optimization_level_ignored():
+    """The driver validates ``-O`` levels and keys on them but always runs the compiler at ``-O1``."""
+    config = _module(_DRIVER).CompilerConfig
+    iree_args = config.iree_args
+
+    @functools.wraps(iree_args)
+    def at_o1(self):
+        import dataclasses
+
+        return iree_args(dataclasses.replace(self, optlevel=1))
+
+    config.iree_args = at_o1
+
+
+# --- compile cache: key, publication, locks, damage, switches ------------------------------------
+
+
+@_mutant("compile cache: the key", f"{_KEYS}::test_replica_groups_change_the_key", r"groups.*: keys collide")
+def key_ignores_replica_groups():
+    """The cache key leaves out the collectives' replica groups, so two meshes share one artifact."""
+    _module(_KEY)._groups_json = lambda groups: None
+
+
+@_mutant("compile cache: damaged entries", f"{_RELIABILITY}::test_a_damaged_entry_is_never_executed_and_is_recompiled[truncate_artifact]",
+         r"damaged entry was used|the run after truncate_artifact")
+def cache_executes_a_damaged_entry():
+    """A cache read skips the artifact's size and checksum, so a damaged artifact is loaded."""
+    home = _module(_NEFF_CACHE)
+    get = home.NeffCache.get
+
+    def trusting(self, key, *, evict=True):
+        import os
+
+        path = self.entry_dir(key)
+        try:
+            with open(os.path.join(path, home.METADATA_FILE), encoding="utf-8") as fh:
+                meta = home.ArtifactMetadata.from_json(fh.read(), source=path)
+            with open(os.path.join(path, os.path.basename(meta.artifact_file)), "rb") as fh:
+                artifact = fh.read()
+        except FileNotFoundError:
+            return None
+        except Exception:  # noqa: BLE001 - unreadable metadata: left to the reference
+            return get(self, key, evict=evict)
+        return home.CacheEntry(key, path, meta, artifact)  # size and checksum never compared
+
+    home.NeffCache.get = trusting
+
+
+@_mutant("compile cache: atomic publication", f"{_RELIABILITY}::test_a_write_cut_short_leaves_nothing_under_the_key",
+         r"under the key|was published|temporary files")
+def publication_not_atomic():
+    """An entry is written straight into its final directory, so a write cut short leaves a partial
+    entry under the key."""
+    home = _module(_NEFF_CACHE)
+    cache = home.NeffCache
+
+    def in_place(self, key, artifact, metadata):
+        import hashlib
+        import os
+
+        metadata.cache_key = key
+        metadata.artifact_file = home.ARTIFACT_FILE
+        metadata.artifact_size = len(artifact)
+        metadata.artifact_sha256 = hashlib.sha256(artifact).hexdigest()
+        metadata.extra.pop("metadata_sha256", None)
+        metadata.extra["metadata_sha256"] = home._metadata_checksum(metadata)
+        final = self.entry_dir(key)
+        try:
+            os.makedirs(final, exist_ok=True)
+            home._write(os.path.join(final, home.ARTIFACT_FILE), artifact)
+            home._write(os.path.join(final, home.METADATA_FILE), metadata.to_json().encode())
+        except OSError as exc:
+            raise home.CacheWriteError("NEFF cache entry", final, exc) from exc
+        return home.CacheEntry(key, final, metadata, artifact)
+
+    cache.put = in_place
+
+
+@_mutant("compile cache: locks", f"{_RELIABILITY}::test_a_compile_that_fails_holding_the_lock_releases_it",
+         r"retrying the graph whose compile failed")
+def lock_kept_after_a_failed_compile():
+    """A compile that raises keeps the key's lock until its process exits, so every retry of the
+    graph waits for the lock timeout."""
+    lock = _module(_NEFF_CACHE).CompileLock
+    release = lock.release
+
+    def exit_on_success(self, exc_type, exc, tb):
+        if exc_type is None:
+            release(self)
+
+    lock.__exit__ = exit_on_success
+
+
+@_mutant("compile cache: NEURON_LIBTORCH_ASSERT_CACHE_HIT", f"{_WARM}::test_assert_cache_hit_names_the_graph_key_on_a_miss",
+         r"did not fail")
+def assert_cache_hit_ignored():
+    """``NEURON_LIBTORCH_ASSERT_CACHE_HIT=1`` is read but a miss compiles anyway."""
+    env = _module(_ENV)
+    get = env.get
+
+    @functools.wraps(get)
+    def without_assert(name, *args, **kwargs):
+        return False if name == env.ASSERT_CACHE_HIT else get(name, *args, **kwargs)
+
+    env.get = without_assert
+
+
+@_mutant("compile cache: the HLO cache", f"{_WARM}::test_a_changed_fx_pass_pipeline_lowers_again",
+         r"reused with the pass stage off")
+def hlo_key_ignores_the_pass_pipeline():
+    """The HLO-cache key leaves out the FX pass pipeline, so text lowered after one pipeline is
+    served to another."""
+    home = _module(_HLO_CACHE)
+    key = home.create_hlo_cache_key
+
+    @functools.wraps(key)
+    def one_pipeline(gm, input_specs, pass_identity, versions=None):
+        return key(gm, input_specs, "any-pipeline", versions)
+
+    home.create_hlo_cache_key = one_pipeline
+
+
+# --- backend contract: graph breaks, model names --------------------------------------------------
+
+
+@_mutant("backend contract: forced graph breaks",
+         f"{_CONTRACT}::test_sort_at_the_threshold_does_not_break_and_one_more_does[argsort]", r"DID NOT RAISE")
+def no_break_under_fullgraph():
+    """Forced graph breaks are skipped when Dynamo traces with ``fullgraph=True``, so an op the
+    backend cannot compile reaches the compiler instead of raising ``Unsupported``."""
+    home = _module(_GRAPH_BREAKS)
+    check = home._check
+
+    @functools.wraps(check)
+    def lenient(tx, *args, **kwargs):
+        if getattr(tx, "one_graph", False):
+            return None
+        return check(tx, *args, **kwargs)
+
+    home._check = lenient
+
+
+@_mutant("backend contract: the sort threshold",
+         f"{_CONTRACT}::test_sort_at_the_threshold_does_not_break_and_one_more_does[argsort]", r"exactly the threshold")
+def sort_breaks_at_the_threshold():
+    """``sort``/``argsort`` break when the sorted dimension has the threshold's number of elements
+    (``>=`` where the seeds say more than)."""
+    home = _module(_GRAPH_BREAKS)
+    decide = home.decide
+
+    @functools.wraps(decide)
+    def off_by_one(name, args, kwargs):
+        if name in ("sort", "argsort") and args and getattr(args[0], "shape", None):
+            n = int(args[0].shape[-1])
+            if n == home.THRESHOLDS.get("sort"):
+                return home.BreakDecision(name, f"the sorted dimension has {n} elements")
+        return decide(name, args, kwargs)
+
+    home.decide = off_by_one
+
+
+@_mutant("backend contract: the topk threshold",
+         f"{_CONTRACT}::test_topk_below_the_threshold_does_not_break_and_at_it_does", r"\(the threshold\) was compiled")
+def topk_compiles_at_the_threshold():
+    """``topk`` breaks only when k is larger than the threshold (``>`` where the seeds say ``>=``)."""
+    home = _module(_GRAPH_BREAKS)
+    decide = home.decide
+
+    @functools.wraps(decide)
+    def off_by_one(name, args, kwargs):
+        if name == "topk":
+            k = kwargs.get("k", args[1] if len(args) > 1 else None)
+            if k == home.THRESHOLDS.get("topk"):
+                return None
+        return decide(name, args, kwargs)
+
+    home.decide = off_by_one
+
+
+@_mutant("backend contract: model names", f"{_CONTRACT}::test_a_model_name_never_leaves_the_artifact_directories",
+         r"graph names|outside the debug and cache directories|graph name .* would leave")
+def model_name_not_sanitized():
+    """``set_model_name`` keeps the name as given, so ``/`` and ``..`` reach graph names and paths."""
+    _module(_CONFIG).sanitize_name = lambda name: name
+
+
+# --- SPMD guard rails -----------------------------------------------------------------------------
+
+
+@_mutant("SPMD guard rails: strict mode",
+         f"{_GUARD_TESTS}::test_a_baked_rank_constant_is_caught_for_every_builder[strict-torch.tensor]", r"DID NOT RAISE")
+def guard_never_goes_strict():
+    """``NEURON_LIBTORCH_SPMD_STRICT=1`` is ignored: the guard rails always only warn."""
+    _module(_GUARDS).strict_mode = lambda strict=None: False
+
+
+@_mutant("SPMD guard rails: constant builders",
+         f"{_GUARD_TESTS}::test_a_baked_rank_constant_is_caught_for_every_builder[warn-torch.full]", r"DID NOT WARN")
+def guard_misses_torch_full():
+    """The rank-constant check knows ``torch.tensor`` but not ``torch.full``."""
+    builders = _module(_GUARDS)._CONSTANT_BUILDERS
+    builders.discard("full")
+
+
+@_mutant("SPMD guard rails: the single-artifact check",
+         f"{_GUARD_TESTS}::test_single_artifact_check_names_the_splinters", r"DID NOT WARN|DID NOT RAISE")
+def splinters_not_detected():
+    """The single-artifact check counts ranks per hash directory wrongly and never finds a splinter."""
+    _module(_GUARDS).find_splinters = lambda staged: []
+
+
+# --- FX passes ------------------------------------------------------------------------------------
+
+
+@_mutant("FX passes: the pipeline identity", f"{_FX_TESTS}::test_identity_changes_when_a_pass_is_added_removed_or_reordered",
+         r"reordering changes it")
+def pass_identity_ignores_order():
+    """The pass manager's identity digests the set of passes, not their order."""
+    import hashlib
+
+    manager = _module(_FX_PASSES).FXPassManager
+    manager.uuid = lambda self: hashlib.sha256("\n".join(sorted(self.identity())).encode()).hexdigest()[:16]
+
+
+# --- adapters ---------------------------------------------------------------------------------------
+
+
+class MutantImplementation(ReferenceImplementation):
+    def __init__(self, mutant: Mutant) -> None:
+        self.mutant = mutant
+        self.name = f"selfcheck-{mutant.name.replace('_', '-')}"
+
+
+_APPLIED: set[str] = set()
+
+
+def make(name: str) -> MutantImplementation:
+    """Apply mutant ``name`` to this process (once) and return its adapter."""
+    mutant = MUTANTS[name]
+    if name not in _APPLIED:
+        mutant.patch()
+        _APPLIED.add(name)
+    return MutantImplementation(mutant)

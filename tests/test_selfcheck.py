@@ -1,0 +1,97 @@
+"""The selfcheck lane: each deliberately broken implementation is caught, for the right reason.
+
+For every mutant in :mod:`conformance.selfcheck.mutants`, a pytest subprocess runs the conformance
+tests named for it against the mutant (``--impl conformance.selfcheck.mutants:<name>``); at least
+one must fail with a failure text (read from the run's JUnit XML) matching the mutant's pattern.
+Each case writes ``reports/selfcheck/<mutant>.json``; ``python -m conformance.selfcheck.report``
+turns them into ``reports/selfcheck.md``.
+
+With ``SELFCHECK_CONTROL=1`` (``make selfcheck``) one more case runs every named test against the
+unmutated reference and requires them all to pass, so a kill cannot come from a test that fails
+anyway. (``make test`` runs those tests against the reference in the suite itself.)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import resource
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from conformance.selfcheck.mutants import MUTANTS
+from conformance.selfcheck.report import CONTROL
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "reports" / "selfcheck"
+RUN_TIMEOUT_S = 600
+# Variables that would point a run at another run's caches or implementation.
+_STRIP = ("CONFORMANCE_", "TORCH_NEURONX_", "NEURON_", "PYTEST_XDIST_", "HYPOTHESIS_")
+
+
+def _children_cpu() -> float:
+    """CPU seconds of the finished child processes (a load-independent measure of a run's cost)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _run(spec: str | None, tests: list[str], tmp_path: Path) -> dict:
+    junit = tmp_path / "junit.xml"
+    cmd = [sys.executable, "-m", "pytest", *tests, "-n", "0", "-p", "no:cacheprovider", "-q", "-o", "addopts=",
+           f"--junitxml={junit}", "--report-dir", str(tmp_path / "reports")]
+    if spec:
+        cmd += ["--impl", spec]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(_STRIP)}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
+    start, cpu0 = time.monotonic(), _children_cpu()
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
+    wall, cpu = time.monotonic() - start, _children_cpu() - cpu0
+    failed: dict[str, str] = {}
+    ran = 0
+    if junit.exists():
+        for case in ET.parse(junit).getroot().iter("testcase"):
+            name = f"{case.get('classname', '')}::{case.get('name', '')}"
+            bad = [c for c in case if c.tag in ("failure", "error")]
+            if not [c for c in case if c.tag == "skipped"]:
+                ran += 1
+            if bad:
+                failed[name] = "\n".join(f"{c.get('message', '')}\n{c.text or ''}" for c in bad)
+    return {"rc": proc.returncode, "failed": failed, "ran": ran, "wall_s": wall, "cpu_s": cpu,
+            "tail": (proc.stdout + proc.stderr)[-3000:]}
+
+
+def _write(record: dict) -> None:
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / f"{record['mutant']}.json").write_text(json.dumps(record, indent=1))
+
+
+@pytest.mark.parametrize("name", sorted(MUTANTS))
+def test_the_suite_catches_the_mutant(name, tmp_path):
+    mutant = MUTANTS[name]
+    run = _run(f"conformance.selfcheck.mutants:{name}", list(mutant.tests), tmp_path)
+    pattern = re.compile(mutant.expect)
+    caught = sorted(t for t, text in run["failed"].items() if pattern.search(text))
+    why = ("" if caught else
+           "no test ran" if not run["ran"] else
+           "every selected test passed" if not run["failed"] else
+           f"tests failed, but not with /{mutant.expect}/: {sorted(run['failed'])}")
+    _write({"mutant": name, "contract": mutant.contract, "breaks": mutant.breaks, "tests": list(mutant.tests),
+            "killed": bool(caught), "caught_by": caught, "why": why, "rc": run["rc"], "wall_s": run["wall_s"], "cpu_s": run["cpu_s"],
+            "failed": sorted(run["failed"])})
+    assert caught, f"mutant {name} ({mutant.breaks}) survived: {why}\n{run['tail']}"
+
+
+@pytest.mark.skipif(os.environ.get("SELFCHECK_CONTROL") != "1", reason="the control run is make selfcheck's (SELFCHECK_CONTROL=1)")
+def test_the_unmutated_reference_passes_the_same_tests(tmp_path):
+    tests = sorted({t for m in MUTANTS.values() for t in m.tests})
+    run = _run(None, tests, tmp_path)
+    _write({"mutant": CONTROL, "rc": run["rc"], "failed": sorted(run["failed"]), "wall_s": run["wall_s"], "cpu_s": run["cpu_s"],
+            "ran": run["ran"]})
+    assert run["rc"] == 0 and not run["failed"], f"the reference fails tests the mutants are judged by:\n{run['tail']}"
+    assert run["ran"] == len(tests), f"only {run['ran']} of {len(tests)} tests ran (the rest skipped)"
