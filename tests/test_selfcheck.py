@@ -1,7 +1,7 @@
 """The selfcheck lane: each deliberately broken implementation is caught, for the right reason.
 
 For every mutant in :mod:`conformance.selfcheck.mutants`, a pytest subprocess runs the conformance
-tests named for it against the mutant (``--impl conformance.selfcheck.mutants:<name>``); at least
+tests named for it against the mutant (``--conformance-impl conformance.selfcheck.mutants:<name>``); at least
 one must fail with a failure text (read from the run's JUnit XML) matching the mutant's pattern.
 Each case writes ``reports/selfcheck/<mutant>.json``; ``python -m conformance.selfcheck.report``
 turns them into ``reports/selfcheck.md``.
@@ -44,9 +44,9 @@ def _children_cpu() -> float:
 def _run(spec: str | None, tests: list[str], tmp_path: Path) -> dict:
     junit = tmp_path / "junit.xml"
     cmd = [sys.executable, "-m", "pytest", *tests, "-n", "0", "-p", "no:cacheprovider", "-q", "-o", "addopts=",
-           f"--junitxml={junit}", "--report-dir", str(tmp_path / "reports")]
+           f"--junitxml={junit}", "--conformance-report-dir", str(tmp_path / "reports")]
     if spec:
-        cmd += ["--impl", spec]
+        cmd += ["--conformance-impl", spec]
     env = {k: v for k, v in os.environ.items() if not k.startswith(_STRIP)}
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
     start, cpu0 = time.monotonic(), _children_cpu()

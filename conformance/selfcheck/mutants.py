@@ -345,6 +345,9 @@ def pass_identity_ignores_order():
 
 
 class MutantImplementation(ReferenceImplementation):
+    #: a mutant is checked against the reference's goldens
+    snapshots_of = "reference"
+
     def __init__(self, mutant: Mutant) -> None:
         self.mutant = mutant
         self.name = f"selfcheck-{mutant.name.replace('_', '-')}"
