@@ -22,6 +22,7 @@ import warnings
 
 import pytest
 import torch
+from torch.compiler._cache import CacheArtifactManager  # private: the probe's fresh artifact record
 
 from conformance.support import PARTIAL, SUPPORTED, UNSUPPORTED, support_marker
 from conformance.tolerances import assert_close
@@ -64,6 +65,10 @@ def _captured():
 
 
 def _first_line(exc: BaseException) -> str:
+    # Dynamo wraps a backend's own error; its first line only names the backend.
+    inner = getattr(exc, "inner_exception", None)
+    if isinstance(exc, torch._dynamo.exc.BackendCompilerFailed) and inner is not None:
+        return f"{type(exc).__name__} from {_first_line(inner)}"
     return f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:160] if str(exc).strip() else ''}"
 
 
@@ -404,13 +409,18 @@ def _nested_region_api(impl):
 
 
 def _cache_artifacts_api(impl):
-    _runs(impl.torch_compile(_fn))
-    saved = torch.compiler.save_cache_artifacts()
+    # save_cache_artifacts returns everything the process recorded so far; a fresh record keeps
+    # the observation to this backend's own compile, whatever ran earlier in the same worker.
+    with CacheArtifactManager.with_fresh_cache():
+        _runs(impl.torch_compile(_fn))
+        saved = torch.compiler.save_cache_artifacts()
     if saved is None:
         return "Callable; nothing was saved for this backend (no artifacts in PyTorch's cache)."
     data, _info = saved
+    assert data, "save_cache_artifacts returned an empty blob"
     torch.compiler.load_cache_artifacts(data)
-    return f"Saves {len(data)} bytes and loads them back."
+    # No size in the note: it changes from run to run and would make the checked-in matrices drift.
+    return "Saves a non-empty blob of artifacts and loads it back."
 
 
 def _load_compiled_api(impl, tmp_path):
