@@ -38,7 +38,7 @@ def main() -> None:
         with open(blob, "wb") as fh:
             fh.write(saved[0])
     if backend == "neuron":
-        from reference.compile.metrics import METRICS
+        from reference.core.metrics import METRICS
 
         invocations = METRICS.counters().get("compiler_invocations", 0)
     with open(out, "w", encoding="utf-8") as fh:

@@ -85,7 +85,7 @@ def _ttfo(name: str, tmp: Path) -> dict:
 def _key_throughput() -> dict:
     import neuron_fixtures
     from reference.cache.key import create_cache_hash, tool_versions
-    from reference.compile.backend import lower_graphs
+    from reference.backends.neuron import lower_graphs
 
     model, args = neuron_fixtures.build("decoder_prefill_8")
     graph = lower_graphs(model, args)[0]
@@ -106,8 +106,8 @@ def _lookup_latency(tmp: Path) -> dict:
     import neuron_fixtures
     from reference.cache.key import create_cache_hash
     from reference.cache.neff_cache import NeffCache
-    from reference.compile import pipeline
-    from reference.compile.backend import lower_graphs
+    from reference import pipeline
+    from reference.backends.neuron import lower_graphs
 
     os.environ["TORCH_NEURONX_NEFF_CACHE_DIR"] = str(tmp / "lookup" / "neff")
     os.environ["TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR"] = str(tmp / "lookup" / "local")

@@ -32,7 +32,7 @@ def _jobs(runner) -> list[tuple]:
 
 
 def _compile(staged: str, cache_root: str, workers: int, base) -> tuple[float, int, float]:
-    from reference.compile import env
+    from reference.core import env
     from reference.flows import parallel_compile
 
     with env.override(

@@ -29,7 +29,7 @@ def _rank(mode: str, only_rank0: bool) -> dict:
     import torch.distributed as dist
 
     from neuron_fixtures.spmd import sharded_decoder
-    from reference.compile.metrics import METRICS
+    from reference.core.metrics import METRICS
     from reference.spmd import NeuronGroupCoordinator, rank_tensor
     from reference.spmd.program import build_only
 

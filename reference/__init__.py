@@ -6,8 +6,8 @@ Internals live in subpackages and may move; import from here or from the subpack
 
 __version__ = "0.1.0"
 
-from reference.compile.config import get_model_name, get_rank, set_model_name  # noqa: E402
-from reference.compile.errors import (  # noqa: E402
+from reference.core.settings import get_model_name, get_rank, set_model_name  # noqa: E402
+from reference.core.errors import (  # noqa: E402
     BackendOptionError,
     CacheMissError,
     CompilerArgumentError,
@@ -18,8 +18,8 @@ from reference.compile.errors import (  # noqa: E402
     NeuronBackendError,
     UnsupportedInputError,
 )
-from reference.compile.metrics import NeuronCompilationMetrics, get_dynamo_metrics, reset_dynamo_metrics  # noqa: E402
-from reference.compile.api import (  # noqa: E402
+from reference.core.metrics import NeuronCompilationMetrics, get_dynamo_metrics, reset_dynamo_metrics  # noqa: E402
+from reference.backends.api import (  # noqa: E402
     compile_only,
     is_device_tensor,
     reset_graph_break_thresholds,

@@ -11,11 +11,12 @@ import pytest
 import torch
 
 import reference
-from reference.compile import api, env
-from reference.compile.debug_artifacts import DebugArtifacts
-from reference.compile.device import is_device_tensor, place, to_device
-from reference.compile.errors import EnvVarError, UnsupportedInputError
-from reference.compile.metrics import NeuronCompilationMetrics
+from reference.backends import api
+from reference.core import env
+from reference.backends.debug_artifacts import DebugArtifacts
+from reference.backends.device import is_device_tensor, place, to_device
+from reference.core.errors import EnvVarError, UnsupportedInputError
+from reference.core.metrics import NeuronCompilationMetrics
 
 
 @pytest.fixture(autouse=True)

@@ -10,9 +10,10 @@ import os
 import pytest
 import torch
 
-from reference.compile import graph_breaks
-from reference.compile.errors import BackendOptionError
-from reference.compile.graph_breaks import decide
+from reference.backends import graph_breaks
+from reference.core.errors import BackendOptionError
+from reference.backends.graph_breaks import decide
+from reference.lowering import no_lowering
 
 
 @pytest.fixture(autouse=True)
@@ -71,29 +72,29 @@ def test_thresholds_can_be_changed_and_unknown_ones_are_refused():
 
 
 def test_the_no_lowering_list_is_computed_from_the_installed_tools():
-    ops = graph_breaks.no_lowering_ops()
+    ops = no_lowering.no_lowering_ops()
     assert "histc" in ops and "torch.aten.histc" in ops["histc"]
     for lowered in ("add", "mul", "matmul", "where", "sort", "softmax", "relu"):
         assert lowered not in ops, lowered
-    memo = [f for f in os.listdir(graph_breaks.memo_dir()) if f.startswith("no_lowering-")]
+    memo = [f for f in os.listdir(no_lowering.memo_dir()) if f.startswith("no_lowering-")]
     assert memo, "the computed list is memoized under its fingerprint"
 
 
 def test_the_probe_itself_finds_ops_without_a_lowering():
     # Recompute for two ops with the real lowering (not the memo): one lowers, one does not.
-    from reference.compile.lowering import decomposition_table
+    from reference.lowering.stablehlo import decomposition_table
 
-    found = graph_breaks._probe(["histc", "add"], decomposition_table())
+    found = no_lowering._probe(["histc", "add"], decomposition_table())
     assert list(found) == ["histc"]
 
 
 def test_the_memo_is_keyed_by_the_tool_versions():
-    from reference.compile.lowering import decomposition_table
+    from reference.lowering.stablehlo import decomposition_table
 
-    fp = graph_breaks._fingerprint(decomposition_table())
-    path = os.path.join(graph_breaks.memo_dir(), f"no_lowering-{fp}.json")
-    graph_breaks.no_lowering_ops()
-    assert json.load(open(path)) == graph_breaks.no_lowering_ops()
+    fp = no_lowering._fingerprint(decomposition_table())
+    path = os.path.join(no_lowering.memo_dir(), f"no_lowering-{fp}.json")
+    no_lowering.no_lowering_ops()
+    assert json.load(open(path)) == no_lowering.no_lowering_ops()
 
 
 def _counting_backend(opt_in: bool):

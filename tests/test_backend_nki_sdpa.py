@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from reference.compile import env, nki_sdpa
-from reference.compile.backend import lower_graphs
+from reference.core import env
+from reference.lowering import nki_sdpa
+from reference.backends.neuron import lower_graphs
 
 
 def _qkv(L=2048, S=None, seed=0):

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import reference
-from reference.compile.errors import BackendOptionError, DynamicShapeError
+from reference.core.errors import BackendOptionError, DynamicShapeError
 
 
 @pytest.fixture(autouse=True)

@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 
-from reference.compile.errors import (
+from reference.core.errors import (
     BackendOptionError,
     CompilerArgumentError,
     LoweringError,
@@ -17,8 +17,8 @@ from reference.compile.errors import (
     NEFFExecutionError,
     UnsupportedInputError,
 )
-from reference.compile.lowering import lower_to_stablehlo
-from reference.compile.runtime import LoadedArtifact
+from reference.lowering.stablehlo import lower_to_stablehlo
+from reference.runtime import LoadedArtifact
 
 
 @pytest.fixture
@@ -80,7 +80,7 @@ def test_a_compiler_crash_leaves_no_entry(cache_dir, tmp_path, monkeypatch):
     fake = tmp_path / "fake-iree-compile"
     fake.write_text('#!/bin/sh\nfor a; do case "$prev" in -o) printf partial > "$a";; esac; prev=$a; done\necho "fake failure" >&2\nexit 3\n')
     fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
-    monkeypatch.setattr("reference.compile.compiler_driver._iree_compile_path", lambda: str(fake))
+    monkeypatch.setattr("reference.compiler.driver._iree_compile_path", lambda: str(fake))
     with pytest.raises(NEFFCompilationError) as info:
         torch.compile(lambda x: x * 3, backend="neuron")(torch.randn(3))
     assert "fake failure" in info.value.compiler_log and "status 3" in str(info.value)
@@ -95,8 +95,8 @@ def test_a_corrupt_artifact_fails_to_load_naming_the_graph():
 
 
 def test_a_wrong_number_of_inputs_names_the_graph():
-    from reference.compile.compiler_driver import CompilerDriver
-    from reference.compile.lowering import TensorSpec
+    from reference.compiler.driver import CompilerDriver
+    from reference.core.specs import TensorSpec
 
     text = "func.func @main(%a: tensor<4xf32>) -> tensor<4xf32> { return %a : tensor<4xf32> }"
     loaded = LoadedArtifact(

@@ -11,8 +11,9 @@ from torch.fx.experimental.proxy_tensor import make_fx
 
 from reference.cache.errors import CacheFallbackWarning
 from reference.cache.hlo_cache import HloCache, create_hlo_cache_key, lower_cached
-from reference.compile.lowering import TensorSpec, lower_to_stablehlo
-from reference.compile.metrics import METRICS
+from reference.core.specs import TensorSpec
+from reference.lowering.stablehlo import lower_to_stablehlo
+from reference.core.metrics import METRICS
 
 SPECS = [TensorSpec("float32", (4,), (1,))]
 

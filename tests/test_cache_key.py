@@ -16,8 +16,8 @@ from reference.cache.key import (
     explain_difference,
     hlo_digest,
 )
-from reference.compile.errors import CompilerArgumentError
-from reference.compile.lowering import TensorSpec
+from reference.core.errors import CompilerArgumentError
+from reference.core.specs import TensorSpec
 
 HLO = """module @m {
   func.func @main(%arg0: tensor<4xf32>) -> tensor<4xf32> {

@@ -23,19 +23,19 @@ from reference.cache import neff_cache as store
 from reference.cache.errors import CacheFallbackWarning, CacheLockTimeoutError, RecordedCompileFailure
 from reference.cache.failures import MAX_ATTEMPTS
 from reference.cache.neff_cache import METADATA_FILE, NeffCache
-from reference.compile import pipeline
-from reference.compile.compiler_driver import CompilerDriver
-from reference.compile.errors import NEFFCompilationError
-from reference.compile.lowering import LoweredGraph
-from reference.compile.metrics import METRICS
-from reference.compile.runtime import LoadedArtifact
+from reference import pipeline
+from reference.compiler.driver import CompilerDriver
+from reference.core.errors import NEFFCompilationError
+from reference.lowering.stablehlo import LoweredGraph
+from reference.core.metrics import METRICS
+from reference.runtime import LoadedArtifact
 
 ARGS = ["--target", "trn2"]
 
 
 @pytest.fixture(scope="module")
 def lowered() -> LoweredGraph:
-    from reference.compile.backend import lower_graphs
+    from reference.backends.neuron import lower_graphs
 
     model, args = neuron_fixtures.build("mlp")
     (graph,) = lower_graphs(model, args)

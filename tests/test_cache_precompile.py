@@ -14,7 +14,7 @@ import pytest
 _CHILD = r"""
 import json, sys, torch
 import neuron_fixtures
-from reference.compile.metrics import METRICS
+from reference.core.metrics import METRICS
 mode, blob, out = sys.argv[1:4]
 if mode == "load":
     torch.compiler.load_cache_artifacts(open(blob, "rb").read())

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from reference.compile.compiler_args import apply_platform_compiler_args, apply_scoped_compiler_args, scoped_compiler_args
-from reference.compile.errors import BackendOptionError, CompilerArgumentError
-from reference.compile.schema import SCHEMA_VERSION, ArtifactMetadata, MetadataError
+from reference.compiler.scope import apply_platform_compiler_args, apply_scoped_compiler_args, scoped_compiler_args
+from reference.core.errors import BackendOptionError, CompilerArgumentError
+from reference.core.schema import SCHEMA_VERSION, ArtifactMetadata, MetadataError
 from reference.runner.compiler_args_ctx import optimization_level, with_optimization_level
 
 

@@ -6,13 +6,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from reference.compile.compiler_driver import (
+from reference.compiler.driver import (
     CompilerConfig,
     CompilerDriver,
     format_pairs,
     parse_compiler_args,
 )
-from reference.compile.errors import CompilerArgumentError, NEFFCompilationError
+from reference.core.errors import CompilerArgumentError, NEFFCompilationError
 
 
 @pytest.mark.parametrize("spelling", [["-O3"], ["--optlevel", "3"], ["--optlevel=3"], ["--optlevel 3"], "-O3"])
@@ -89,7 +89,7 @@ def test_compiler_failure_carries_its_output_and_command_line():
 
 
 def test_a_valid_module_compiles_to_a_loadable_artifact():
-    from reference.compile.runtime import LoadedArtifact
+    from reference.runtime import LoadedArtifact
     import torch
 
     text = "func.func @main(%a: tensor<4xf32>) -> tensor<4xf32> { %0 = stablehlo.add %a, %a : tensor<4xf32>\n return %0 : tensor<4xf32> }"

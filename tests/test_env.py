@@ -6,8 +6,8 @@ import os
 
 import pytest
 
-from reference.compile import env
-from reference.compile.errors import EnvVarError
+from reference.core import env
+from reference.core.errors import EnvVarError
 
 
 @pytest.mark.parametrize("raw, value", [("1", True), ("true", True), ("YES", True), ("0", False), ("False", False), ("no", False), ("", False)])

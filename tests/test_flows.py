@@ -8,12 +8,13 @@ import time
 
 import pytest
 
-from reference.compile.capture_backend import read_staged, stage_graph
-from reference.compile.forked import run_forked
-from reference.compile.lowering import LoweredGraph, TensorSpec
-from reference.compile.native_backend import CompilerArgsConflictError, _assert_cache_key_args, reset_native_key_registry
-from reference.compile.parallel_compile import parallel_compile, resolve_staged_args
-from reference.compile.parallel_trace import TraceJobError, validate_jobs
+from reference.backends.capture import read_staged, stage_graph
+from reference.flows.forked import run_forked
+from reference.core.specs import TensorSpec
+from reference.lowering.stablehlo import LoweredGraph
+from reference.backends.native import CompilerArgsConflictError, _assert_cache_key_args, reset_native_key_registry
+from reference.flows.parallel_compile import parallel_compile, resolve_staged_args
+from reference.flows.parallel_trace import TraceJobError, validate_jobs
 
 
 def test_run_forked_reports_values_errors_crashes_and_timeouts_in_order():
@@ -114,8 +115,8 @@ def test_native_guard_refuses_a_second_argument_set():
 
 
 def test_parallel_compile_publishes_and_names_a_failing_graph(tmp_path, monkeypatch):
-    from reference.compile.parallel_compile import ParallelCompileError
-    from reference.compile.pipeline import neff_cache
+    from reference.flows.parallel_compile import ParallelCompileError
+    from reference.pipeline import neff_cache
 
     monkeypatch.setenv("TORCH_NEURONX_NEFF_CACHE_DIR", str(tmp_path / "neff"))
     monkeypatch.setenv("TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR", str(tmp_path / "local"))

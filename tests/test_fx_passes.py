@@ -17,7 +17,7 @@ from torch import fx
 
 import neuron_fixtures
 from conformance.tolerances import assert_close
-from reference.compile.backend import compile_fx_graph
+from reference.backends.neuron import compile_fx_graph
 from reference.fx_passes import (
     AliasingOutputRewritePass,
     CollectiveReplicaGroupsPass,

@@ -12,9 +12,9 @@ import torch
 from conformance.tolerances import assert_close
 from neuron_fixtures import build
 from reference.cache.neff_cache import NeffCache
-from reference.compile import env
-from reference.compile.metrics import get_dynamo_metrics, reset_dynamo_metrics
-from reference.compile.native_backend import CompilerArgsConflictError, reset_native_key_registry
+from reference.core import env
+from reference.core.metrics import get_dynamo_metrics, reset_dynamo_metrics
+from reference.backends.native import CompilerArgsConflictError, reset_native_key_registry
 
 
 @pytest.fixture

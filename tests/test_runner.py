@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from neuron_fixtures.policy import PolicyVLM, StringPolicyVLM
-from reference.compile.compiler_args import apply_scoped_compiler_args
+from reference.compiler.scope import apply_scoped_compiler_args
 from reference.runner import CompilerArgsPolicyError, NeuronModelRunner, NeuronWorker, UnknownGraphTypeError
 
 BASE = ["--model-type", "transformer"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from reference.compile import env
+from reference.core import env
 from reference.spmd.errors import RankConstantError, SplinterError
 from reference.spmd.guards import SPMDWarning, check_rank_constants, check_single_artifact, find_splinters
 

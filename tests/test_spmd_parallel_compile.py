@@ -28,8 +28,8 @@ def capture_and_compile(directory: str):
     import torch.distributed as dist
 
     from neuron_fixtures.spmd import EmbedMoE
-    from reference.compile.capture_backend import capture_to
-    from reference.compile.parallel_compile import parallel_compile
+    from reference.backends.capture import capture_to
+    from reference.flows.parallel_compile import parallel_compile
     from reference.spmd import rank_tensor
     from reference.spmd.errors import SplinterError
 

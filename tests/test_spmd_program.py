@@ -13,7 +13,7 @@ import torch
 import torch.distributed as dist
 import torch.distributed._functional_collectives as funcol
 
-from reference.compile.errors import LoweringError
+from reference.core.errors import LoweringError
 from reference.spmd import MESH_REGISTRY, NeuronGroupCoordinator, rank_tensor
 from reference.spmd.errors import MeshError
 from reference.spmd.program import lower_program, lower_texts, pack_bundle, unpack_bundle
@@ -48,7 +48,7 @@ def _aten(fn, *args):
     def backend(gm, example_inputs):
         from torch._dynamo.backends.common import aot_autograd
 
-        from reference.compile.lowering import decomposition_table
+        from reference.lowering.stablehlo import decomposition_table
 
         def capture(aten_gm, _):
             graphs.append(aten_gm)

@@ -29,8 +29,8 @@ class ReferencePolicyRunner:
         return self.model.example_kwargs(graph_type)
 
     def _observe(self, call) -> dict[str, Any]:
-        from reference.compile.metrics import METRICS
-        from reference.compile.pipeline import neff_cache
+        from reference.core.metrics import METRICS
+        from reference.pipeline import neff_cache
 
         before = len(METRICS.records())
         with torch.no_grad():

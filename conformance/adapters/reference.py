@@ -34,7 +34,7 @@ class ReferenceImplementation(Implementation):
         )
 
     def lower(self, model: Callable, args: Sequence[Any]) -> list[str]:
-        from reference.compile.backend import lower_graphs
+        from reference.backends.neuron import lower_graphs
 
         return [g.hlo for g in lower_graphs(model, tuple(args))]
 
@@ -59,7 +59,7 @@ class ReferenceImplementation(Implementation):
     def fx_passes_applied(self, model: Callable, args: Sequence[Any], options: Mapping[str, Any] | None = None) -> list[str]:
         import logging
 
-        from reference.compile.backend import lower_graphs
+        from reference.backends.neuron import lower_graphs
 
         ran: list[str] = []
 
@@ -111,7 +111,7 @@ class ReferenceImplementation(Implementation):
         return len(get_dynamo_metrics())
 
     def forced_graph_breaks(self) -> Mapping[str, Any]:
-        from reference.compile import graph_breaks
+        from reference.backends import graph_breaks
 
         return {
             "gb_type": graph_breaks.GB_TYPE,
@@ -121,7 +121,7 @@ class ReferenceImplementation(Implementation):
         }
 
     def environment_variables(self) -> Mapping[str, Any]:
-        from reference.compile import env
+        from reference.core import env
 
         return {name: env.default(name) for name in env.declared()}
 
@@ -162,7 +162,7 @@ class ReferenceImplementation(Implementation):
         return out
 
     def compiler_invocations(self) -> int:
-        from reference.compile.metrics import METRICS
+        from reference.core.metrics import METRICS
 
         return METRICS.counters().get("compiler_invocations", 0)
 
@@ -202,18 +202,18 @@ class ReferenceImplementation(Implementation):
         return [n for n in notes if isinstance(n.get("pid"), int) and _pid_alive(n["pid"])]
 
     def lowerings(self) -> int:
-        from reference.compile.metrics import METRICS
+        from reference.core.metrics import METRICS
 
         return METRICS.counters().get("lowerings", 0)
 
     # --- per-graph compiler arguments and the compile flows (issue 6) ---------------------------
     def scoped_compiler_args(self, compiler_args):
-        from reference.compile.compiler_args import scoped_compiler_args
+        from reference.compiler.scope import scoped_compiler_args
 
         return scoped_compiler_args(compiler_args)
 
     def apply_scoped_compiler_args(self, options):
-        from reference.compile.compiler_args import apply_scoped_compiler_args
+        from reference.compiler.scope import apply_scoped_compiler_args
 
         return apply_scoped_compiler_args(options)
 
@@ -253,7 +253,7 @@ class ReferenceImplementation(Implementation):
     def staged_metadata(self, cache_dir):
         import dataclasses
 
-        from reference.compile.capture_backend import read_staged
+        from reference.backends.capture import read_staged
 
         return [dataclasses.asdict(e.metadata) for e in read_staged(cache_dir)]
 
@@ -284,7 +284,7 @@ class ReferenceImplementation(Implementation):
         return lower_texts(model, tuple(args), dict(kwargs or {}))
 
     def spmd_compile_stats(self):
-        from reference.compile.metrics import METRICS
+        from reference.core.metrics import METRICS
 
         return {
             "graphs": {m.graph_name: m.graph_id for m in METRICS.records()},

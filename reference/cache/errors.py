@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from reference.compile.errors import NEFFCompilationError, NeuronBackendError
+from reference.core.errors import NEFFCompilationError, NeuronBackendError
 
 
 class CacheLockTimeoutError(NeuronBackendError):

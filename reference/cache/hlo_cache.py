@@ -30,7 +30,8 @@ import torch
 
 from reference.cache.errors import CacheFallbackWarning
 from reference.cache.key import KEY_LENGTH, tool_versions
-from reference.compile.lowering import LoweredGraph, TensorSpec
+from reference.core.specs import TensorSpec
+from reference.lowering.stablehlo import LoweredGraph
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +47,7 @@ def _digest(data: bytes) -> str:
 @functools.lru_cache(maxsize=1)
 def lowering_fingerprint() -> str:
     """A digest of the lowering code (so an edited lowering never serves stale text)."""
-    from reference.compile import lowering
+    from reference.lowering import stablehlo as lowering
 
     with open(lowering.__file__, "rb") as fh:
         return _digest(fh.read())[:16]
@@ -171,7 +172,7 @@ class HloCache:
 
 def hlo_cache() -> HloCache | None:
     """The configured HLO cache, or ``None`` when caching is disabled."""
-    from reference.compile import env
+    from reference.core import env
 
     if env.get(env.NEFF_DISABLE_CACHE):
         return None
@@ -182,8 +183,8 @@ def lower_cached(
     aten_gm: torch.fx.GraphModule, *, graph_name: str, lower: Callable[..., LoweredGraph] | None = None
 ) -> LoweredGraph:
     """``lower(aten_gm, graph_name=)`` (default ``lower_to_stablehlo``) through the HLO cache."""
-    from reference.compile.lowering import input_specs, lower_to_stablehlo
-    from reference.compile.metrics import METRICS
+    from reference.lowering.stablehlo import input_specs, lower_to_stablehlo
+    from reference.core.metrics import METRICS
     from reference.fx_passes import get_default_pass_manager
 
     lower = lower or lower_to_stablehlo

@@ -123,7 +123,7 @@ def key_components(
     hlo_normalizer: Callable[[str], str] | None = None,
 ) -> dict[str, Any]:
     """The canonical, human-readable components that the key digests (the HLO as its sha256)."""
-    from reference.compile.compiler_driver import parse_compiler_args
+    from reference.compiler.driver import parse_compiler_args
 
     if hlo_normalizer is not None:
         text = hlo.decode() if isinstance(hlo, (bytes, bytearray)) else hlo
@@ -150,7 +150,7 @@ def create_cache_hash(
     """The cache key of one graph: 32 lowercase hex characters.
 
     ``hlo``: StableHLO text (or bytes). ``compiler_args``: the resolved argument list (string or
-    list). ``input_specs``: :class:`~reference.compile.lowering.TensorSpec` objects, mappings with
+    list). ``input_specs``: :class:`~reference.lowering.stablehlo.TensorSpec` objects, mappings with
     ``dtype``/``shape``/``stride`` or ``(dtype, shape, stride)`` triples. ``versions``: the tool
     versions (default :func:`tool_versions`). ``replica_groups``: the collectives' mesh (a list of
     rank lists, or a mapping from group name to one), absent for graphs without collectives.
@@ -158,7 +158,7 @@ def create_cache_hash(
 
     With ``breakdown=True`` returns ``(key, {"components": ..., "digests": ...})`` so a test or a
     user can see which component made two keys differ. Raises
-    :class:`~reference.compile.errors.CompilerArgumentError` for an argument list that does not parse.
+    :class:`~reference.core.errors.CompilerArgumentError` for an argument list that does not parse.
     """
     comps = key_components(
         hlo, compiler_args, input_specs, versions, replica_groups=replica_groups, hlo_normalizer=hlo_normalizer
@@ -180,7 +180,7 @@ def tool_versions() -> dict[str, str]:
 
     import torch
 
-    from reference.compile.compiler_driver import compiler_version, host_identity
+    from reference.compiler.driver import compiler_version, host_identity
 
     def _ver(dist: str) -> str:
         try:

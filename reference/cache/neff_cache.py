@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 from reference.cache.errors import CacheFallbackWarning, CacheLockTimeoutError, CacheWriteError
 from reference.cache.failures import FailureRecords
-from reference.compile.schema import ArtifactMetadata, MetadataError
+from reference.core.schema import ArtifactMetadata, MetadataError
 
 log = logging.getLogger(__name__)
 

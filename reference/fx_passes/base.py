@@ -6,7 +6,7 @@ from abc import ABC, abstractmethod
 
 import torch
 
-from reference.compile.errors import NeuronBackendError
+from reference.core.errors import NeuronBackendError
 
 
 class FXPass(ABC):
@@ -36,7 +36,7 @@ class FXPass(ABC):
 class FXPassError(NeuronBackendError):
     """A pass could not handle a graph; names the pass, the graph and, where known, the node.
 
-    A :class:`~reference.compile.errors.NeuronBackendError`, so the backend treats it like any
+    A :class:`~reference.core.errors.NeuronBackendError`, so the backend treats it like any
     other compile failure (eager fallback unless ``TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION``).
     """
 

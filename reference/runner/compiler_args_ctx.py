@@ -12,7 +12,7 @@ from __future__ import annotations
 import shlex
 from typing import Iterable
 
-from reference.compile.errors import CompilerArgumentError
+from reference.core.errors import CompilerArgumentError
 
 LEVELS = (1, 2, 3)
 _SHORT = {"-O1", "-O2", "-O3"}
@@ -90,7 +90,7 @@ def _check_value(value: str, item: str) -> None:
 
 def optimization_level(args: Iterable[str] | None) -> int | None:
     """The level ``args`` states (the last one wins, as in the compiler), or ``None``."""
-    from reference.compile.compiler_driver import parse_compiler_args
+    from reference.compiler.driver import parse_compiler_args
 
     level = None
     for flag, value in parse_compiler_args(list(args or [])):

@@ -21,9 +21,9 @@ from typing import Any, Callable, Mapping, Sequence
 
 import torch
 
-from reference.compile.compiler_args import scoped_compiler_args
-from reference.compile.compiler_driver import parse_compiler_args
-from reference.compile.errors import CompilerArgumentError, NeuronBackendError
+from reference.compiler.scope import scoped_compiler_args
+from reference.compiler.driver import parse_compiler_args
+from reference.core.errors import CompilerArgumentError, NeuronBackendError
 from reference.runner.compiler_args_ctx import with_optimization_level
 
 #: Graph types a compile site may name (``None`` is an untagged graph).

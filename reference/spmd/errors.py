@@ -1,10 +1,10 @@
-"""Errors of the SPMD layer; all are :class:`~reference.compile.errors.NeuronBackendError`."""
+"""Errors of the SPMD layer; all are :class:`~reference.core.errors.NeuronBackendError`."""
 
 from __future__ import annotations
 
 from typing import Sequence
 
-from reference.compile.errors import NeuronBackendError
+from reference.core.errors import NeuronBackendError
 
 
 class MeshError(NeuronBackendError):

@@ -22,7 +22,7 @@ from typing import Iterable, Mapping
 
 import torch
 
-from reference.compile import env
+from reference.core import env
 from reference.spmd.errors import RankConstantError, SplinterError
 
 log = logging.getLogger(__name__)

@@ -27,9 +27,10 @@ from typing import Any, Sequence
 
 import torch
 
-from reference.compile.compiler_driver import CompilerDriver
-from reference.compile.errors import LoweringError, NEFFExecutionError
-from reference.compile.lowering import LoweredGraph, TensorSpec, _flatten, lower_to_stablehlo, output_specs as _output_specs
+from reference.compiler.driver import CompilerDriver
+from reference.core.errors import LoweringError, NEFFExecutionError
+from reference.core.specs import TensorSpec
+from reference.lowering.stablehlo import LoweredGraph, _flatten, lower_to_stablehlo, output_specs as _output_specs
 from reference.spmd.collectives import annotate_replica_groups, collective_info, is_collective, is_wait
 from reference.spmd.mesh import MESH_REGISTRY
 
@@ -400,7 +401,7 @@ class ProgramCompiler:
         self.driver = driver or CompilerDriver()
 
     def compile(self, hlo: str, compiler_args: Sequence[str], *, graph_name: str):
-        from reference.compile.metrics import METRICS
+        from reference.core.metrics import METRICS
 
         start = time.perf_counter()
         binaries = []
@@ -434,7 +435,7 @@ class LoadedProgram:
     """
 
     def __init__(self, blob: bytes, *, graph_name: str, pieces: Sequence[LoweredGraph] = ()) -> None:
-        from reference.compile.runtime import LoadedArtifact
+        from reference.runtime import LoadedArtifact
 
         self.graph_name = graph_name
         self.manifest, binaries = unpack_bundle(blob)
@@ -475,8 +476,8 @@ def compile_spmd_graph(
 ):
     """The pipeline's path for a graph with collectives: lower the program, build (or fetch) its
     bundle under the program's key, load it."""
-    from reference.compile import env as _env
-    from reference.compile.pipeline import CompiledGraph, build_artifact, record_graph_metrics
+    from reference.core import env as _env
+    from reference.pipeline import CompiledGraph, build_artifact, record_graph_metrics
 
     start = time.perf_counter()
     program = lower_program(aten_gm, graph_name=graph_name)
@@ -501,8 +502,8 @@ def compile_spmd_graph(
 def lower_texts(model, args: tuple, kwargs: dict | None = None, options=None) -> list[str]:
     """The keyed text of every graph of ``model(*args, **kwargs)``: the whole-program text for a
     graph with collectives, the StableHLO module otherwise. Runs the model eagerly; compiles nothing."""
-    from reference.compile.backend import run_with_handler
-    from reference.compile.pipeline import has_collectives
+    from reference.backends.neuron import run_with_handler
+    from reference.pipeline import has_collectives
 
     texts: list[str] = []
 
@@ -523,8 +524,8 @@ def build_only(model, args: tuple, kwargs: dict | None = None, options=None, sta
     program alone. Returns ``{graph name: key}``. The call's outputs are zeros. ``stats``, when
     given, receives ``lower_s`` (splitting and lowering) and ``build_s`` (cache lookup, waiting on
     the key's lock, compiling)."""
-    from reference.compile.backend import run_with_handler
-    from reference.compile.pipeline import build_artifact, has_collectives
+    from reference.backends.neuron import run_with_handler
+    from reference.pipeline import build_artifact, has_collectives
 
     keys: dict[str, str] = {}
 

@@ -16,7 +16,7 @@ RANK_DTYPE = torch.int64
 def rank_tensor(rank: int | None = None) -> torch.Tensor:
     """This process's rank as a 0-d int64 tensor (``torch.distributed`` rank when not given)."""
     if rank is None:
-        from reference.compile.config import get_rank
+        from reference.core.settings import get_rank
 
         rank = get_rank()
     return torch.tensor(int(rank), dtype=RANK_DTYPE)

@@ -21,8 +21,8 @@ import shutil
 import tempfile
 import threading
 
-from reference.compile import env
-from reference.compile.errors import EnvVarError
+from reference.core import env
+from reference.core.errors import EnvVarError
 
 
 class DebugArtifacts:

@@ -24,8 +24,8 @@ from typing import Any, Callable, Sequence
 
 import torch
 
-from reference.compile import env
-from reference.compile.errors import UnsupportedInputError
+from reference.core import env
+from reference.core.errors import UnsupportedInputError
 
 DEVICE_DESCRIPTION = "the reference runtime (IREE local-task on the host CPU)"
 _MARK = "_neuron_reference_device"

@@ -20,7 +20,7 @@ import math
 
 import torch
 
-from reference.compile import env
+from reference.core import env
 
 SEQ_MULTIPLE = 2048
 KV_BLOCK = 512
@@ -83,7 +83,7 @@ def _nki_sdpa_decomposition(fallback):
 
 def decompositions() -> dict:
     """The decomposition table a compile uses, with the switch applied."""
-    from reference.compile.lowering import decomposition_table
+    from reference.lowering.stablehlo import decomposition_table
 
     table = decomposition_table()
     if not env.get(env.ENABLE_NKI_SDPA):

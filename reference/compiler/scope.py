@@ -15,9 +15,9 @@ import contextlib
 import contextvars
 from typing import Any, Iterator, Mapping, Sequence
 
-from reference.compile import env
-from reference.compile.compiler_driver import DEFAULT_TARGET, TARGETS, parse_compiler_args, split_args
-from reference.compile.errors import BackendOptionError, CompilerArgumentError
+from reference.core import env
+from reference.compiler.driver import DEFAULT_TARGET, TARGETS, parse_compiler_args, split_args
+from reference.core.errors import BackendOptionError, CompilerArgumentError
 
 _scoped: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar("neuron_scoped_compiler_args", default=None)
 

@@ -9,8 +9,8 @@ Everything here is re-exported from :mod:`reference`:
   as ``TORCH_NEURONX_COMPILE_ONLY=1`` for the block;
 - the ``graph_stats`` metric table: with ``TORCH_NEURONX_ENABLED_METRIC_TABLES=graph_stats`` every
   compiled graph appends one CSV row to ``<TORCH_NEURONX_METRICS_DIR>/graph_stats.csv``;
-- ``to_device`` / ``is_device_tensor`` (see :mod:`reference.compile.device`);
-- ``set_graph_break_thresholds`` (see :mod:`reference.compile.graph_breaks`).
+- ``to_device`` / ``is_device_tensor`` (see :mod:`reference.backends.device`);
+- ``set_graph_break_thresholds`` (see :mod:`reference.backends.graph_breaks`).
 """
 
 from __future__ import annotations
@@ -23,12 +23,12 @@ import os
 import threading
 from typing import Iterator
 
-from reference.compile import env
-from reference.compile.config import get_model_name, get_rank, set_model_name
-from reference.compile.device import is_device_tensor, to_device
-from reference.compile.errors import EnvVarError, NEFFCompilationError, NEFFExecutionError
-from reference.compile.graph_breaks import reset_graph_break_thresholds, set_graph_break_thresholds
-from reference.compile.metrics import METRICS, NeuronCompilationMetrics, get_dynamo_metrics, reset_dynamo_metrics
+from reference.core import env
+from reference.core.settings import get_model_name, get_rank, set_model_name
+from reference.backends.device import is_device_tensor, to_device
+from reference.core.errors import EnvVarError, NEFFCompilationError, NEFFExecutionError
+from reference.backends.graph_breaks import reset_graph_break_thresholds, set_graph_break_thresholds
+from reference.core.metrics import METRICS, NeuronCompilationMetrics, get_dynamo_metrics, reset_dynamo_metrics
 
 log = logging.getLogger(__name__)
 
@@ -112,7 +112,7 @@ def preflight() -> None:
     """Check the settings a compile depends on before it starts, so that a bad one raises a clear
     error instead of failing half-way: every variable parses, the metric tables are known, the
     debug directory is writable."""
-    from reference.compile.debug_artifacts import DEBUG_ARTIFACTS
+    from reference.backends.debug_artifacts import DEBUG_ARTIFACTS
 
     env.validate_all()
     enabled_metric_tables()

@@ -32,7 +32,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
-from reference.compile.errors import CompilerArgumentError, NEFFCompilationError
+from reference.core.errors import CompilerArgumentError, NEFFCompilationError
 
 DEFAULT_OPTLEVEL = 1
 DEFAULT_TARGET = "trn2"

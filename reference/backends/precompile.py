@@ -51,7 +51,7 @@ class LazyNeuronCallable:
         self._lock = threading.Lock()
 
     def _build(self):
-        from reference.compile.backend import compile_fx_graph
+        from reference.backends.neuron import compile_fx_graph
 
         gm = pickle.loads(self._payload.graph)
         example = [torch.empty_strided(shape, stride, dtype=_dtype(dtype)) for dtype, shape, stride in self._payload.specs]

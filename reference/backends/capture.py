@@ -4,7 +4,7 @@ It resolves the options exactly like the in-process seam (scope first, then the 
 arguments), runs the FX passes and lowers every graph, computes the same cache key with
 :func:`reference.cache.key.create_cache_hash`, and then stops: instead of compiling, it stages the
 graph in the capture directory: ``<dir>/<key>/graph.hlo`` and ``<dir>/<key>/metadata.json``
-(:class:`~reference.compile.schema.ArtifactMetadata`, ``stage="captured"``) recording the resolved
+(:class:`~reference.core.schema.ArtifactMetadata`, ``stage="captured"``) recording the resolved
 ``compiler_args``. ``parallel_compile`` builds the staged graphs later, many at once, and publishes
 them into the NEFF cache under that key, so a later in-process compile with the same arguments is a
 cache hit. The graph itself runs eagerly, so the traced model still returns real outputs.
@@ -28,11 +28,12 @@ from typing import Any, Iterator, Mapping, Sequence
 import torch
 
 from reference.cache.key import create_cache_hash
-from reference.compile import env
-from reference.compile.backend import compile_fx_graph
-from reference.compile.lowering import LoweredGraph, TensorSpec, lower_to_stablehlo
-from reference.compile.pipeline import build_metadata, has_collectives
-from reference.compile.schema import ArtifactMetadata, MetadataError
+from reference.core import env
+from reference.backends.neuron import compile_fx_graph
+from reference.core.specs import TensorSpec
+from reference.lowering.stablehlo import LoweredGraph, lower_to_stablehlo
+from reference.pipeline import build_metadata, has_collectives
+from reference.core.schema import ArtifactMetadata, MetadataError
 
 HLO_FILE = "graph.hlo"
 METADATA_FILE = "metadata.json"

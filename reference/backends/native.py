@@ -9,7 +9,7 @@ within a process (a registry of the arguments each key was built with) and acros
 arguments recorded in the cache entry's metadata). A nondeterministic model policy is caught here.
 
 Like every seam it calls ``apply_scoped_compiler_args`` before the platform arguments and before
-the key (through :func:`reference.compile.backend.compile_fx_graph`).
+the key (through :func:`reference.backends.neuron.compile_fx_graph`).
 """
 
 from __future__ import annotations
@@ -21,13 +21,13 @@ from typing import Any, Mapping, Sequence
 import torch
 
 from reference.cache.key import create_cache_hash
-from reference.compile import env
-from reference.compile.backend import compile_fx_graph
-from reference.compile.compiler_driver import parse_compiler_args
-from reference.compile.errors import NeuronBackendError
-from reference.compile.lowering import lower_to_stablehlo
-from reference.compile.pipeline import CompiledGraph, build_artifact, has_collectives, record_graph_metrics
-from reference.compile.runtime import LoadedArtifact
+from reference.core import env
+from reference.backends.neuron import compile_fx_graph
+from reference.compiler.driver import parse_compiler_args
+from reference.core.errors import NeuronBackendError
+from reference.lowering.stablehlo import lower_to_stablehlo
+from reference.pipeline import CompiledGraph, build_artifact, has_collectives, record_graph_metrics
+from reference.runtime import LoadedArtifact
 
 
 class CompilerArgsConflictError(NeuronBackendError, ValueError):

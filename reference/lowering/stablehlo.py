@@ -14,23 +14,8 @@ from typing import Any, Sequence
 
 import torch
 
-from reference.compile.errors import LoweringError, UnsupportedInputError
-
-
-@dataclass(frozen=True)
-class TensorSpec:
-    """What the cache key and the runtime need to know of one tensor."""
-
-    dtype: str
-    shape: tuple[int, ...]
-    stride: tuple[int, ...]
-
-    @classmethod
-    def of(cls, t: torch.Tensor) -> "TensorSpec":
-        return cls(str(t.dtype).replace("torch.", ""), tuple(int(s) for s in t.shape), tuple(int(s) for s in t.stride()))
-
-    def as_json(self) -> dict[str, Any]:
-        return {"dtype": self.dtype, "shape": list(self.shape), "stride": list(self.stride)}
+from reference.core.errors import LoweringError, UnsupportedInputError
+from reference.core.specs import TensorSpec
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ import tempfile
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
-from reference.compile.errors import EnvVarError
+from reference.core.errors import EnvVarError
 
 _TRUE = ("1", "true", "yes")
 _FALSE = ("0", "false", "no", "")

@@ -10,12 +10,8 @@ rules, for the function form (``torch.sort(x)``) and the method form (``x.sort()
 - ``grouped_mm`` (``torch.nn.functional.grouped_mm``, ``torch._grouped_mm``): always;
 - every op with no lowering: always.
 
-The ops with no lowering are not listed by hand. :func:`no_lowering_ops` computes them from what
-is installed: every ATen op that has a public function or method form is traced alone on a small
-float tensor with the backend's decomposition table and lowered with torch-mlir; the ops whose
-lowering fails are the list. The result depends only on the torch and torch-mlir versions and the
-decomposition table, so it is memoized on disk under a fingerprint of those (:func:`memo_dir`); an upgrade changes the
-fingerprint and recomputes it.
+The ops with no lowering are not listed by hand; :mod:`reference.lowering.no_lowering` computes them
+from the installed tools.
 
 Shapes are static for these backends: while Dynamo traces for them, automatic dynamic shapes are
 off (unless the caller asked for ``dynamic=True``, which the backend then rejects), so a new input
@@ -28,28 +24,20 @@ reference's seams); other backends in the same process trace as usual.
 from __future__ import annotations
 
 import functools
-import hashlib
-import json
-import logging
-import os
-import tempfile
 import threading
-import warnings
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable
+from typing import Any, Callable
 
 import torch
 
-from reference.compile.errors import BackendOptionError
-
-log = logging.getLogger(__name__)
+from reference.core.errors import BackendOptionError
+from reference.lowering.no_lowering import no_lowering_ops
 
 #: The diagnostic type of the ``Unsupported`` raised under ``fullgraph=True``.
 GB_TYPE = "Op not supported by the Neuron backend"
 
 DEFAULT_THRESHOLDS = {"sort": 16384, "topk": 16384}
 ALWAYS_BREAK = ("grouped_mm", "_grouped_mm")
-_PROBE_VERSION = "1"  # bump when the probe below changes what it decides
 
 
 class _Thresholds:
@@ -90,109 +78,6 @@ def set_graph_break_thresholds(**values: int) -> None:
 
 def reset_graph_break_thresholds() -> None:
     THRESHOLDS.reset()
-
-
-# --- ops with no lowering ---------------------------------------------------------------------
-
-
-def _candidate_names() -> list[str]:
-    """ATen op names that a user reaches as ``torch.<name>`` or ``Tensor.<name>``, functional only."""
-    names = []
-    for name in dir(torch.ops.aten):
-        if name.startswith("_") or name.endswith("_"):
-            continue  # private ops; in-place variants (AOT Autograd functionalizes them)
-        if callable(getattr(torch, name, None)) or callable(getattr(torch.Tensor, name, None)):
-            names.append(name)
-    return sorted(names)
-
-
-def _fingerprint(decomps: dict) -> str:
-    from reference.cache.key import tool_versions
-
-    v = tool_versions()
-    h = hashlib.sha256()
-    h.update(json.dumps([_PROBE_VERSION, v.get("torch"), v.get("torch_mlir")]).encode())
-    h.update("\n".join(sorted(str(k) for k in decomps)).encode())
-    return h.hexdigest()[:24]
-
-
-def _probe(names: Iterable[str], decomps: dict) -> dict[str, str]:
-    """Trace each op alone and lower it; returns ``{name: reason}`` for the ops that fail to lower."""
-    from torch.fx.experimental.proxy_tensor import make_fx
-
-    from reference.compile.errors import LoweringError
-    from reference.compile.lowering import lower_to_stablehlo
-
-    x = torch.randn(4, 4)
-    failing: dict[str, str] = {}
-    for name in names:
-        fn = getattr(torch, name, None)
-        if not callable(fn):
-            method = getattr(torch.Tensor, name)
-            fn = lambda t, *a, _m=method: _m(t, *a)  # noqa: E731
-        gm = None
-        for extra in ((), (x,)):  # unary, then binary
-            try:
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore")
-                    if not _returns_tensors(fn(x, *extra)):
-                        break  # a metadata query (is_pinned, result_type, ...): Dynamo answers it
-                    gm = make_fx(lambda t, *a: fn(t, *a), decomposition_table=decomps)(x, *extra)
-                break
-            except Exception:
-                continue
-        if gm is None:
-            continue  # no simple form to probe: assume it lowers, the lowering will say otherwise
-        try:
-            lower_to_stablehlo(gm, graph_name=f"probe_{name}")
-        except LoweringError as exc:
-            # Only an ATen op that fails to legalize condemns the op; a failure on a constant says
-            # the probe's call form was odd (e.g. the one-argument form of where), not the op.
-            aten = [op for op in exc.ops if op.startswith("torch.aten.")]
-            if aten:
-                failing[name] = "torch-mlir has no StableHLO lowering for " + ", ".join(aten)
-        except Exception as exc:  # noqa: BLE001 - a probe that cannot run says nothing about the op
-            log.debug("probe of %s did not run: %s", name, exc)
-    return failing
-
-
-def _returns_tensors(value: Any) -> bool:
-    if isinstance(value, torch.Tensor):
-        return True
-    if isinstance(value, (tuple, list)) and value:
-        return all(isinstance(v, torch.Tensor) for v in value)
-    return False
-
-
-def memo_dir() -> str:
-    """Where the computed list is memoized: shared by every process of this machine and user, since
-    the file name is a fingerprint of everything the list depends on."""
-    return os.path.join(tempfile.gettempdir(), f"neuron_reference_op_support-{os.getuid()}")
-
-
-@functools.lru_cache(maxsize=1)
-def no_lowering_ops() -> dict[str, str]:
-    """``{op name: reason}`` for every op with no lowering, from the installed tools (memoized)."""
-    from reference.compile.lowering import decomposition_table
-
-    decomps = decomposition_table()
-    fp = _fingerprint(decomps)
-    path = os.path.join(memo_dir(), f"no_lowering-{fp}.json")
-    try:
-        with open(path, encoding="utf-8") as f:
-            return dict(json.load(f))
-    except (OSError, ValueError):
-        pass
-    result = _probe(_candidate_names(), decomps)
-    try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        tmp = f"{path}.{os.getpid()}.tmp"
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(result, f, indent=1, sort_keys=True)
-        os.replace(tmp, path)
-    except OSError as exc:  # the memo is an optimization; the list itself is still right
-        log.warning("could not memoize the no-lowering op list at %s: %s", path, exc)
-    return result
 
 
 # --- the rule -----------------------------------------------------------------------------------

@@ -17,8 +17,8 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from reference.compile.errors import NEFFExecutionError
-from reference.compile.lowering import TensorSpec
+from reference.core.errors import NEFFExecutionError
+from reference.core.specs import TensorSpec
 
 _DRIVER = "local-task"
 

@@ -19,13 +19,13 @@ from reference.cache.key import create_cache_hash, tool_versions
 from reference.cache.errors import CacheFallbackWarning, CacheWriteError
 from reference.cache.hlo_cache import lower_cached
 from reference.cache.neff_cache import NeffCache
-from reference.compile import env
-from reference.compile.compiler_driver import CompilerDriver
-from reference.compile.errors import CacheMissError, NEFFCompilationError
-from reference.compile.lowering import LoweredGraph, lower_to_stablehlo
-from reference.compile.metrics import METRICS, NeuronCompilationMetrics
-from reference.compile.runtime import LoadedArtifact
-from reference.compile.schema import ArtifactMetadata
+from reference.core import env
+from reference.compiler.driver import CompilerDriver
+from reference.core.errors import CacheMissError, NEFFCompilationError
+from reference.lowering.stablehlo import LoweredGraph, lower_to_stablehlo
+from reference.core.metrics import METRICS, NeuronCompilationMetrics
+from reference.runtime import LoadedArtifact
+from reference.core.schema import ArtifactMetadata
 
 log = logging.getLogger(__name__)
 

@@ -26,10 +26,10 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from reference.cache.key import create_cache_hash
-from reference.compile.capture_backend import StagedGraph, read_staged
-from reference.compile.compiler_args import apply_platform_compiler_args
-from reference.compile.errors import NeuronBackendError
-from reference.compile.forked import ChildOutcome, run_forked
+from reference.backends.capture import StagedGraph, read_staged
+from reference.compiler.scope import apply_platform_compiler_args
+from reference.core.errors import NeuronBackendError
+from reference.flows.forked import ChildOutcome, run_forked
 
 DEFAULT_TIMEOUT_S = 3600.0
 
@@ -80,7 +80,7 @@ def check_staged_graphs(groups: Mapping[str, Sequence[StagedGraph]]) -> None:
 
     ``groups`` maps each graph name to every staged entry of that name (several when, for example,
     ranks or argument sets staged the same graph differently). A check raises a
-    :class:`~reference.compile.errors.NeuronBackendError` naming the graph.
+    :class:`~reference.core.errors.NeuronBackendError` naming the graph.
 
     Caution: graph names come from Dynamo's per-process counters, which every forked trace child
     inherits, so two different graphs traced by two children can share a name. A check that
@@ -103,7 +103,7 @@ def resolve_staged_args(entry: StagedGraph, base_compiler_args: Sequence[str] | 
 
 
 def _compile_in_child(entry: StagedGraph, args: list[str]) -> dict[str, Any]:
-    from reference.compile.pipeline import build_artifact
+    from reference.pipeline import build_artifact
 
     built = build_artifact(entry.lowered(), args, graph_name=entry.graph_name)
     return {"key": built.key, "cache_hit": built.cache_hit, "compile_us": 0 if built.cache_hit else built.metadata.compile_time_us}

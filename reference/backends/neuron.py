@@ -2,13 +2,13 @@
 
 Dynamo hands this seam an FX graph. The seam resolves the options (scope first, then the platform
 arguments), runs the FX pass stage, and lowers through AOT Autograd; each ATen graph AOT Autograd
-produces goes through :func:`reference.compile.pipeline.compile_aten_graph`.
+produces goes through :func:`reference.pipeline.compile_aten_graph`.
 
 Registered under the names ``neuron`` and ``neuron_libtorch`` through the
 ``torch_dynamo_backends`` entry point, so ``torch.compile(..., backend="neuron")`` works without
 importing this package first.
 
-Importing this module installs the backend's graph breaks (:mod:`reference.compile.graph_breaks`)
+Importing this module installs the backend's graph breaks (:mod:`reference.backends.graph_breaks`)
 and computes the list of ops with no lowering from the installed tools. Shapes are static: an
 explicit ``dynamic=True`` (or a dynamic ``shapes_spec``) is rejected, and a graph that Dynamo made
 dynamic on its own after a shape change is compiled once per concrete shape instead.
@@ -24,14 +24,15 @@ from typing import Any, Callable, Mapping
 import torch
 from torch._dynamo.backends.common import aot_autograd
 
-from reference.compile import device as _device
-from reference.compile import env, graph_breaks
-from reference.compile.compiler_args import apply_platform_compiler_args, apply_scoped_compiler_args
-from reference.compile.config import get_model_name
-from reference.compile.debug_artifacts import DEBUG_ARTIFACTS
-from reference.compile.errors import BackendOptionError, DynamicShapeError, NEFFCompilationError, NeuronBackendError
-from reference.compile.metrics import METRICS
-from reference.compile.pipeline import compile_aten_graph
+from reference.backends import device as _device
+from reference.backends import graph_breaks
+from reference.core import env
+from reference.compiler.scope import apply_platform_compiler_args, apply_scoped_compiler_args
+from reference.core.settings import get_model_name
+from reference.backends.debug_artifacts import DEBUG_ARTIFACTS
+from reference.core.errors import BackendOptionError, DynamicShapeError, NEFFCompilationError, NeuronBackendError
+from reference.core.metrics import METRICS
+from reference.pipeline import compile_aten_graph
 
 log = logging.getLogger(__name__)
 
@@ -91,7 +92,7 @@ def compile_fx_graph(
     ``handler(aten_gm, graph_name=, compiler_args=, model_name=, fx_passes_us=)`` does the
     per-graph work and returns the graph's callable; the default compiles and loads it.
     """
-    from reference.compile.api import preflight
+    from reference.backends.api import preflight
 
     preflight()
     if _symbolic(example_inputs):
@@ -128,7 +129,7 @@ def compile_fx_graph(
         _write_debug_artifacts(graph_name, aten_gm, compiled)
         return _with_fallback(compiled, aten_gm)
 
-    from reference.compile import nki_sdpa
+    from reference.lowering import nki_sdpa
 
     aot = aot_autograd(fw_compiler=fw_compiler, bw_compiler=fw_compiler, decompositions=nki_sdpa.decompositions())
     try:
@@ -251,7 +252,7 @@ def neuron_backend(gm: torch.fx.GraphModule, example_inputs: list, options: Mapp
     """``backend="neuron"``: compile every graph in-process and run it."""
     if mode not in (None, "default"):
         warnings.warn(f"neuron backend: mode={mode!r} has no effect; compiling with the default mode", stacklevel=2)
-    from reference.cache import precompile
+    from reference.backends import precompile
 
     if precompile.enabled():  # TORCH_CACHING_PRECOMPILE: hand PyTorch a rebuildable artifact
         precompile.record(gm, example_inputs, options)
@@ -296,10 +297,10 @@ def run_with_handler(
 def lower_graphs(model: Callable, args: tuple, options: Mapping[str, Any] | None = None) -> list:
     """Run Dynamo, the passes and lowering on ``model(*args)`` without compiling.
 
-    Returns the :class:`~reference.compile.lowering.LoweredGraph` of every graph, in the order
+    Returns the :class:`~reference.lowering.stablehlo.LoweredGraph` of every graph, in the order
     Dynamo produced them; the model runs eagerly.
     """
-    from reference.compile.lowering import lower_to_stablehlo
+    from reference.lowering.stablehlo import lower_to_stablehlo
 
     lowered: list = []
 

@@ -20,9 +20,9 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
-from reference.compile.compiler_args import scoped_compiler_args
-from reference.compile.errors import NeuronBackendError
-from reference.compile.forked import ChildOutcome, run_forked
+from reference.compiler.scope import scoped_compiler_args
+from reference.core.errors import NeuronBackendError
+from reference.flows.forked import ChildOutcome, run_forked
 
 DEFAULT_TIMEOUT_S = 1800.0
 
@@ -101,7 +101,7 @@ def _trace_one(job: tuple, cache_dir: str, options: Mapping[str, Any] | None) ->
     """Runs in the child."""
     import torch
 
-    from reference.compile.capture_backend import CAPTURES, capture_backend, capture_to
+    from reference.backends.capture import CAPTURES, capture_backend, capture_to
 
     torch.set_num_threads(1)
     torch._dynamo.reset()
@@ -139,7 +139,7 @@ def parallel_trace(
     Returns one :class:`TraceResult` per job, in job order. With ``raise_on_error`` (the default) a
     failed job raises :class:`ParallelTraceError` after all jobs have ended.
     """
-    from reference.compile.capture_backend import capture_dir
+    from reference.backends.capture import capture_dir
 
     checked = validate_jobs(jobs)
     directory = os.path.abspath(os.fspath(cache_dir)) if cache_dir is not None else capture_dir()

@@ -1,1 +1,0 @@
-"""The compile stack: seams, lowering, compiler driver, runtime, scope, metadata, metrics, env."""

@@ -1,0 +1,2 @@
+"""Floor 0: what every other floor stands on. Errors, environment variables, process settings,
+metrics, tensor specs, the artifact metadata schema. Imports nothing else of the reference."""
