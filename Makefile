@@ -7,7 +7,7 @@ JOBS ?= auto
 IMPL ?=
 IMPL_ARG := $(if $(IMPL),--impl $(IMPL),)
 
-.PHONY: all venv conformance test strict bench clean
+.PHONY: all venv conformance test strict bench support-docs support-drift clean
 
 all: test
 
@@ -23,9 +23,20 @@ venv: $(STAMP)
 conformance: $(STAMP)
 	$(PY) -m pytest conformance -n $(JOBS) $(IMPL_ARG)
 
-# Everything CI checks: unit tests and the conformance suite, in parallel, with coverage.
+# Everything CI checks: unit tests and the conformance suite, in parallel, with coverage; then the
+# checked-in support matrices against fresh probe runs.
 test: $(STAMP)
 	$(PY) -m pytest -n $(JOBS) --durations=25 --cov --cov-report=term --cov-report=xml:reports/coverage.xml
+	$(MAKE) --no-print-directory support-drift
+
+# docs/support/<impl>.md for the reference, inductor, aot_eager and (with the turbine extra)
+# turbine_cpu, regenerated from fresh runs of the support probes.
+support-docs: $(STAMP)
+	$(PY) -m conformance.support_docs -n 2
+
+# The same runs compared with the checked-in matrices: prints the diff and fails on any drift.
+support-drift: $(STAMP)
+	$(PY) -m conformance.support_docs --check -n 2
 
 # The strict SPMD lane: the guard rails raise instead of warning.
 strict: $(STAMP)
