@@ -1,14 +1,17 @@
 """conformance.support_docs: the checked-in support matrices against fresh runs.
 
 The probe runs themselves are faked here (``generate`` is replaced by a function returning a fixed
-text) except in the last test, which starts a real child pytest that cannot load its
-implementation; ``make support-drift`` runs the real probes."""
+text), except in the test of a probe run that cannot start, which starts a real child pytest;
+``make support-drift`` runs the real probes."""
 
 from __future__ import annotations
+
+from importlib import metadata
 
 import pytest
 
 from conformance import support_docs
+from conformance.adapters import turbine
 from conformance.support_docs import Target
 
 
@@ -64,3 +67,14 @@ def test_a_probe_run_that_cannot_start_names_the_implementation(tmp_path):
     bad = Target("ghost", "conformance.adapters.no_such_module:make")
     with pytest.raises(support_docs.ProbeRunError, match=r"against ghost \(conformance.adapters.no_such_module:make\) exited"):
         support_docs.generate(bad, root, "0")
+
+
+def test_without_iree_turbine_the_turbine_target_is_unavailable_naming_the_extra(monkeypatch):
+    def missing(dist):
+        raise metadata.PackageNotFoundError(dist)
+
+    monkeypatch.setattr(turbine.metadata, "version", missing)
+    target = {t.name: t for t in support_docs.TARGETS}["turbine_cpu"]
+    assert "install the project's 'turbine' extra" in target.unavailable()
+    with pytest.raises(RuntimeError, match="turbine_cpu: iree-turbine is not installed"):
+        turbine.turbine_cpu()

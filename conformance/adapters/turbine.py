@@ -59,11 +59,7 @@ class TurbineImplementation(TorchBuiltinImplementation):
     def forced_graph_breaks(self) -> Mapping[str, Any]:
         raise NotSupported(f"{BACKEND} forces no graph breaks of its own: an op it cannot compile fails the compile")
 
-    def environment_variables(self) -> Mapping[str, Any]:
-        raise NotSupported(f"{BACKEND} reads none of the backend's TORCH_NEURONX_*/NEURON_* variables")
-
-    def helper_api(self) -> Any:
-        raise NotSupported(f"{BACKEND} has no neuron_dynamo_backend helper API")
+    # The variables and the helper API are missing as they are for torch's own backends (inherited).
 
     def debug_artifact_globs(self) -> Mapping[str, str]:
         raise NotSupported(f"{BACKEND} compiles in memory and writes no artifacts to TORCH_NEURONX_DEBUG_DIR")
