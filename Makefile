@@ -8,7 +8,7 @@ IMPL ?=
 IMPL_ARG := $(if $(IMPL),--conformance-impl $(IMPL),)
 BASE ?= main
 
-.PHONY: all venv conformance test strict selfcheck bench snapshot-review models optable clean
+.PHONY: all venv conformance test strict selfcheck bench snapshot-review models optable support-docs support-drift clean
 
 all: test
 
@@ -31,6 +31,15 @@ test: $(STAMP)
 	rm -rf reports/selfcheck
 	$(PY) -m pytest -n $(JOBS) --durations=25 --cov --cov-report=term --cov-report=xml:reports/coverage.xml; \
 	status=$$?; $(PY) -m conformance.selfcheck.report; exit $$status
+
+# docs/support/<impl>.md for the reference, inductor, aot_eager and (with the turbine extra)
+# turbine_cpu, regenerated from fresh runs of the support probes.
+support-docs: $(STAMP)
+	$(PY) -m conformance.support_docs -n 2
+
+# The same runs compared with the checked-in matrices: prints the diff and fails on any drift.
+support-drift: $(STAMP)
+	$(PY) -m conformance.support_docs --check -n 2
 
 # The strict lane: the SPMD guard rails raise instead of warning, and a stale expectation entry is
 # an error; its reports go to reports/<impl>/strict/, beside the default lane's.

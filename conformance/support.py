@@ -117,8 +117,11 @@ def observation_from_report(report: pytest.TestReport) -> dict[str, Any] | None:
             reason = str(report.longrepr[2]).removeprefix("Skipped: ")
         return {"table": table, "item": item, "status": UNSUPPORTED, "notes": reason}
     if report.failed:
-        text = (report.longreprtext or "").strip().splitlines()
-        return {"table": table, "item": item, "status": UNKNOWN, "notes": "probe failed: " + (text[-1][:200] if text else "")}
+        # The exception's own message, not the traceback's last line (a file:line that differs
+        # between machines and would make the checked-in matrices drift).
+        crash = getattr(getattr(report.longrepr, "reprcrash", None), "message", None)
+        text = (crash or report.longreprtext or "").strip().splitlines()
+        return {"table": table, "item": item, "status": UNKNOWN, "notes": "probe failed: " + (text[0][:200] if text else "")}
     return None
 
 

@@ -57,3 +57,15 @@ def test_a_status_outside_the_three_is_refused():
         support.Recorder(Node(), "parameters", "x").record("Works", "")
     with pytest.raises(ValueError, match="unknown support table"):
         support.support_marker("nope", "x")
+
+
+def test_a_crashed_probe_is_noted_by_its_error_not_by_a_file_and_line():
+    try:
+        raise AttributeError("'int' object has no attribute 'data'")
+    except AttributeError as exc:
+        longrepr = pytest.ExceptionInfo.from_exception(exc).getrepr()
+    c = support.Collected()
+    c.add(_report("failed", longrepr=longrepr, row=("parameters", "dynamic")))
+    text = support.render("x", {}, c.observations, c.order())
+    assert "| `dynamic` | Unknown | probe failed: AttributeError: 'int' object has no attribute 'data' |" in text
+    assert ".py:" not in text
