@@ -102,7 +102,7 @@ def eager_logits(atom: ModuleType, model: nn.Module, cache: dict, step: tuple, *
     ids, pos, lens = step
     attn = atom.AttentionMetaData(max_seqlen_q=1, max_seqlen_k=max_seqlen_k, context_lens=lens)
     ctx = atom.Context(positions=pos, batch_size=len(lens), running_bs=len(lens), running_tokens=len(ids))
-    with torch.no_grad(), atom.forward_context(attn, None, ctx, kv_cache_data=cache):
+    with torch.no_grad(), atom.in_forward_context(attn, None, ctx, kv_cache_data=cache):
         return model.compute_logits(type(model.model).forward(model.model, ids, pos))
 
 
@@ -159,7 +159,7 @@ def record_token_pass(atom: ModuleType, unit: nn.Module, cache: dict, rows: int,
     attn = atom.AttentionMetaData(max_seqlen_k=MAX_LEN, context_lens=torch.ones(rows, dtype=torch.long))
     ctx = atom.Context(positions=pos, is_prefill=is_prefill, batch_size=rows, running_bs=rows, running_tokens=rows)
     with torch.no_grad():
-        with atom.forward_context(attn, None, ctx, kv_cache_data=cache):
+        with atom.in_forward_context(attn, None, ctx, kv_cache_data=cache):
             unit(ids, pos)
-        with atom.forward_context(attn, None, ctx, kv_cache_data=cache, tr_graph="record"):
+        with atom.in_forward_context(attn, None, ctx, kv_cache_data=cache, tr_graph="record"):
             unit(ids, pos)

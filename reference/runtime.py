@@ -113,8 +113,9 @@ def _version(t: torch.Tensor) -> int | None:
 
 def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
     """Bit-for-bit equal contents (a NaN the program left alone is not a change)."""
-    if a.is_floating_point() or a.is_complex():
-        return torch.equal(a.view(torch.uint8) if a.numel() else a, b.view(torch.uint8) if b.numel() else b)
+    if (a.is_floating_point() or a.is_complex()) and a.numel():
+        # as bytes, so NaN equals NaN; a 0-d tensor cannot change its element size, a flat one can
+        return torch.equal(a.reshape(-1).view(torch.uint8), b.reshape(-1).view(torch.uint8))
     return torch.equal(a, b)
 
 

@@ -30,6 +30,15 @@ TR, FULL = CUDAGraphMode.TR_HYBRID, CUDAGraphMode.FULL
 ATOL = 1e-5  # the eager backend runs the same ops as the reference, in the same order
 
 
+@pytest.fixture(autouse=True)
+def _fresh_dynamo():
+    """Every test compiles a new model with the same forward code: without a reset, Dynamo's
+    recompile limit for that code is reached within the module and later forwards run eagerly."""
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
 @pytest.fixture
 def cache():
     return G.kv_cache(ATOM)
@@ -81,7 +90,7 @@ def test_a_leaked_context_is_an_error_at_the_next_set_naming_where_it_was_set():
 
 def test_the_block_form_resets_on_error_and_bad_fields_are_rejected():
     with pytest.raises(ZeroDivisionError):
-        with fwd.forward_context(None, None, fwd.Context(batch_size=1)):
+        with fwd.in_forward_context(None, None, fwd.Context(batch_size=1)):
             1 / 0
     assert fwd.get_forward_context().context is None
     with pytest.raises(fwd.ForwardContextError, match="tr_graph='replays'"):

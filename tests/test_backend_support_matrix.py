@@ -54,7 +54,7 @@ def test_a_status_outside_the_three_is_refused():
         user_properties: list = []
 
     with pytest.raises(ValueError, match="Supported"):
-        support.Recorder(Node(), "parameters", "x").record("Works", "")
+        support.Recorder(Node(), None, "parameters", "x").record("Works", "")
     with pytest.raises(ValueError, match="unknown support table"):
         support.support_marker("nope", "x")
 

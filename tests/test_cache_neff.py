@@ -280,3 +280,20 @@ def test_scratch_of_a_dead_writer_is_swept_on_the_next_put(dirs, lowered, artifa
     open(os.path.join(stale, store.ARTIFACT_FILE), "wb").write(b"partial")
     cache.put(key, artifact, _meta(lowered))
     assert cache.scratch_dirs() == []
+
+
+def test_a_held_back_attempt_repeats_what_the_failed_ones_said(dirs):
+    """The record keeps the failure's message and op, so the error raised in the cool-down names the
+    rejected op first, as the failed attempts did, and then why nothing was compiled."""
+    records = NeffCache(str(dirs / "neff"), str(dirs / "local")).failures
+    key = "c" * 32
+    failure = NEFFCompilationError("the compiler rejected aten.topk.default (node topk)", graph_name="g",
+                                   compiler_log="error: chlo.top_k", op="aten.topk.default")
+    for _ in range(MAX_ATTEMPTS):
+        records.record(key, graph_name="g", error=failure)
+    with pytest.raises(RecordedCompileFailure) as info:
+        records.check(key, graph_name="g")
+    first = str(info.value).splitlines()[0]
+    assert first.startswith("graph 'g': the compiler rejected aten.topk.default (node topk) [cache key " + key)
+    assert f"failed to compile {MAX_ATTEMPTS} times in a row" in first and records.path(key) in first
+    assert info.value.op == "aten.topk.default" and "chlo.top_k" in info.value.compiler_log

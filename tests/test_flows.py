@@ -147,11 +147,16 @@ def test_native_trace_jobs_go_through_the_deferred_flow(tmp_path, monkeypatch):
     being an error), equal to eager. Compiles for real."""
     import torch
 
+    from types import SimpleNamespace
+
     from neuron_fixtures.policy import PolicyVLM
+    from reference.compiler.scope import scoped_compiler_args
+    from reference.runner.compiler_args_ctx import with_optimization_level
     from reference.runner import NeuronModelRunner, NeuronWorker
 
     _isolated_caches(tmp_path, monkeypatch)
-    runner = NeuronModelRunner(PolicyVLM(), compiler_args=["--model-type", "transformer"], mode="native").load_model()
+    helpers = SimpleNamespace(scoped_compiler_args=scoped_compiler_args, with_optimization_level=with_optimization_level)
+    runner = NeuronModelRunner(PolicyVLM(helpers), compiler_args=["--model-type", "transformer"], mode="native").load_model()
     report = NeuronWorker(runner).compile_deferred(tmp_path / "staged", [None], timeout=600)
     assert report.graphs and all(g.ok and not g.cache_hit for g in report.graphs), report.graphs
     (entry,) = read_staged(tmp_path / "staged")

@@ -233,8 +233,8 @@ def hlo_key_ignores_the_pass_pipeline():
     key = home.create_hlo_cache_key
 
     @functools.wraps(key)
-    def one_pipeline(gm, input_specs, pass_identity, versions=None):
-        return key(gm, input_specs, "any-pipeline", versions)
+    def one_pipeline(gm, input_specs, pass_identity, versions=None, **kwargs):
+        return key(gm, input_specs, "any-pipeline", versions, **kwargs)
 
     home.create_hlo_cache_key = one_pipeline
 
@@ -349,6 +349,7 @@ class MutantImplementation(ReferenceImplementation):
     snapshots_of = "reference"
 
     def __init__(self, mutant: Mutant) -> None:
+        super().__init__()
         self.mutant = mutant
         self.name = f"selfcheck-{mutant.name.replace('_', '-')}"
 

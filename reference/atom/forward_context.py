@@ -11,7 +11,7 @@ sets one :class:`ForwardContext` before a forward pass, layers read it with
     finally:
         reset_forward_context()
 
-or, equivalently, ``with forward_context(attn_metadata, config, context): ...``.
+or, equivalently, ``with in_forward_context(attn_metadata, config, context): ...``.
 
 A second set without a reset in between is a leak (a step's metadata would silently outlive it);
 it raises :class:`ForwardContextError` naming the file and line where the context in force was
@@ -39,7 +39,7 @@ __all__ = [
     "KVCacheTensor",
     "SpecDecodeMetadata",
     "TR_GRAPH_MODES",
-    "forward_context",
+    "in_forward_context",
     "get_forward_context",
     "reset_forward_context",
     "set_forward_context",
@@ -177,7 +177,7 @@ def set_forward_context(
     if _slot.set_at is not None:
         raise ForwardContextError(
             f"a forward context is already set (at {_slot.set_at}) and was never reset; call "
-            "reset_forward_context() after each forward pass, or use the forward_context(...) block"
+            "reset_forward_context() after each forward pass, or use the in_forward_context(...) block"
         )
     if tr_graph not in TR_GRAPH_MODES:
         raise ForwardContextError(f"tr_graph={tr_graph!r} is not one of {TR_GRAPH_MODES}")
@@ -213,7 +213,7 @@ def reset_forward_context() -> None:
 
 
 @contextlib.contextmanager
-def forward_context(*args: Any, **kwargs: Any) -> Iterator[ForwardContext]:
+def in_forward_context(*args: Any, **kwargs: Any) -> Iterator[ForwardContext]:
     """``set_forward_context(*args, **kwargs)`` for the block, reset when it leaves (even on error)."""
     ctx = set_forward_context(*args, _depth=4, **kwargs)
     try:

@@ -31,7 +31,7 @@ from reference.atom.forward_context import (
     AttentionMetaData,
     Context,
     KVCacheTensor,
-    forward_context,
+    in_forward_context,
     get_forward_context,
 )
 from reference.atom.graph_mode import CUDAGraphMode
@@ -169,13 +169,13 @@ class ModelRunner:
             attn, context = self._decode_metadata(bs, context_lens, positions, self.max_model_len)
             # Capture is symmetric: every DP rank records the same bucket.
             common = dict(num_tokens_across_dp=[rows] * self.dp_size, kv_cache_data=self.kv_cache_data)
-            with forward_context(attn, self.config, context, **common):
+            with in_forward_context(attn, self.config, context, **common):
                 self.model(input_ids, positions)  # warm-up: compile and settle allocations
             if tr_hybrid:
-                with forward_context(attn, self.config, context, tr_graph="record", **common):
+                with in_forward_context(attn, self.config, context, tr_graph="record", **common):
                     self.model(input_ids, positions)
             else:
-                with forward_context(attn, self.config, context, **common):
+                with in_forward_context(attn, self.config, context, **common):
                     self.req_graph.record(
                         request_bucket(bs, q), lambda ids, pos, _lens: self.model(ids, pos), input_ids, positions, context_lens
                     )
@@ -251,7 +251,7 @@ class ModelRunner:
         context.batch_size, context.is_prefill = bs, is_prefill
         context.running_tokens = int(input_ids.shape[0])
         tr_graph = "replay" if replay and self._tr_hybrid_active() else None
-        with forward_context(
+        with in_forward_context(
             attn,
             self.config,
             context,

@@ -31,14 +31,30 @@ class CacheWriteError(NeuronBackendError):
 
 class RecordedCompileFailure(NEFFCompilationError):
     """The graph failed to compile on its recent attempts; the record's retry policy holds the
-    next attempt back until its cool-down ends."""
+    next attempt back until its cool-down ends. The message starts with what the last attempt
+    raised (and ``op`` is the op it named), so a held-back attempt says as much as a failed one."""
 
-    def __init__(self, graph_name: str | None, key: str, attempts: int, retry_in_s: float, record_path: str, log: str) -> None:
-        super().__init__(
+    def __init__(
+        self,
+        graph_name: str | None,
+        key: str,
+        attempts: int,
+        retry_in_s: float,
+        record_path: str,
+        log: str,
+        *,
+        recorded: str = "",
+        op: str | None = None,
+    ) -> None:
+        held = (
             f"cache key {key} failed to compile {attempts} times in a row; not retrying for another "
-            f"{retry_in_s:.0f} s (delete {record_path} to retry now)",
+            f"{retry_in_s:.0f} s (delete {record_path} to retry now)"
+        )
+        super().__init__(
+            f"{recorded} [{held}]" if recorded else held,
             graph_name=graph_name,
             compiler_log=log,
+            op=op,
         )
         self.key = key
         self.attempts = attempts

@@ -61,7 +61,8 @@ class FailureRecords:
         if waited >= self.cooldown_s:
             return
         raise RecordedCompileFailure(
-            graph_name or rec.get("graph_name"), key, attempts, self.cooldown_s - waited, self.path(key), rec.get("log", "")
+            graph_name or rec.get("graph_name"), key, attempts, self.cooldown_s - waited, self.path(key), rec.get("log", ""),
+            recorded=str(rec.get("message") or ""), op=rec.get("op"),
         )
 
     def record(self, key: str, *, graph_name: str | None, error: BaseException) -> dict[str, Any]:
@@ -72,6 +73,8 @@ class FailureRecords:
             last_failure=time.time(),
             graph_name=graph_name,
             error=f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}",
+            message=(getattr(error, "reason", None) or str(error)).splitlines()[0] if str(error) else "",
+            op=getattr(error, "op", None),
             log=(getattr(error, "compiler_log", "") or str(error))[-_LOG_LIMIT:],
             command=getattr(error, "command", None),
             pid=os.getpid(),

@@ -55,6 +55,7 @@ class NEFFCompilationError(NeuronBackendError):
         if command:
             text += "\ncommand line:\n  " + " ".join(command)
         super().__init__(text)
+        self.reason = message  # what went wrong, without the graph name and the compiler's output
         self.graph_name = graph_name
         self.command = list(command) if command else None
         self.compiler_log = compiler_log

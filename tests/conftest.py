@@ -1,0 +1,40 @@
+"""Unit tests use caches of their own run, never the machine's default ``/tmp`` caches.
+
+A failure record or an artifact left in ``/tmp/neff_cache`` by an earlier run (or by another
+project) would otherwise change what a test sees: a graph held back by its failure record raises
+a different error than one that compiles. The directories are shared by the run's workers (they
+sit beside the workers' own temporary directories), so compiled fixtures are still reused within
+a run. A test that needs other directories sets them itself; variables the caller set win.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+_CACHE_VARS = {
+    "TORCH_NEURONX_NEFF_CACHE_DIR": "neff_cache",
+    "TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR": "local_cache",
+    "TORCH_NEURONX_HLO_CACHE_DIR": "hlo_cache",
+    "TORCH_NEURONX_DEBUG_DIR": "debug",
+}
+
+
+@pytest.fixture(scope="session")
+def _unit_cache_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    base = tmp_path_factory.getbasetemp()
+    # under xdist each worker's basetemp is popen-gwN inside the run's directory: share that one
+    root = (base.parent if base.name.startswith("popen-gw") else base) / "unit-caches"
+    root.mkdir(parents=True, exist_ok=True)
+    return root
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _unit_cache_variables(_unit_cache_root: Path):
+    with pytest.MonkeyPatch.context() as mp:
+        for var, sub in _CACHE_VARS.items():
+            if var not in os.environ:
+                mp.setenv(var, str(_unit_cache_root / sub))
+        yield
