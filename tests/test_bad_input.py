@@ -78,7 +78,9 @@ def test_options_must_be_a_dict(cache_dir):
 def test_a_compiler_crash_leaves_no_entry(cache_dir, tmp_path, monkeypatch):
     """Fakes the compiler binary (a neighbour) with a script that writes half an output and fails."""
     fake = tmp_path / "fake-iree-compile"
-    fake.write_text('#!/bin/sh\nfor a; do case "$prev" in -o) printf partial > "$a";; esac; prev=$a; done\necho "fake failure" >&2\nexit 3\n')
+    # the driver asks for the output on stdout (-o -): half an artifact goes there before the failure
+    fake.write_text('#!/bin/sh\nfor a; do case "$prev" in -o) if [ "$a" = - ]; then printf partial; else printf partial > "$a"; fi;; esac; prev=$a; done\n'
+                    'echo "fake failure" >&2\nexit 3\n')
     fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
     monkeypatch.setattr("reference.compiler.driver._iree_compile_path", lambda: str(fake))
     with pytest.raises(NEFFCompilationError) as info:
