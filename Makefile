@@ -24,13 +24,15 @@ venv: $(STAMP)
 conformance: $(STAMP)
 	$(PY) -m pytest conformance -n $(JOBS) $(IMPL_ARG)
 
-# Everything CI checks: unit tests and the conformance suite, in parallel, with coverage.
+# Everything CI checks: the import layers, unit tests and the conformance suite in parallel with
+# coverage, then the checked-in support matrices against fresh probe runs (support-drift).
 # The selfcheck lane (tests/test_selfcheck.py) is part of it; its per-mutant results become reports/selfcheck.md.
 test: $(STAMP)
 	$(VENV)/bin/lint-imports
 	rm -rf reports/selfcheck
 	$(PY) -m pytest -n $(JOBS) --durations=25 --cov --cov-report=term --cov-report=xml:reports/coverage.xml; \
 	status=$$?; $(PY) -m conformance.selfcheck.report; exit $$status
+	$(MAKE) --no-print-directory support-drift
 
 # docs/support/<impl>.md for the reference, inductor, aot_eager and (with the turbine extra)
 # turbine_cpu, regenerated from fresh runs of the support probes.
