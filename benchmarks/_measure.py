@@ -71,6 +71,17 @@ def summary(values: Sequence[float]) -> dict:
     }
 
 
+def median_of_runs(runs: Sequence[Any]) -> Any:
+    """One result of the shape of each of ``runs`` (results of repeated runs of one benchmark): every
+    number is the median of the runs' numbers at that place; anything else is the first run's."""
+    first = runs[0]
+    if isinstance(first, bool) or not isinstance(first, (int, float, dict)):
+        return first
+    if isinstance(first, dict):
+        return {k: median_of_runs([r[k] for r in runs if isinstance(r, dict) and k in r]) for k in first}
+    return statistics.median(float(r) for r in runs)
+
+
 def fmt(s: dict, digits: int = 3) -> str:
     """``median [min-max]`` for a :func:`summary`, or the single value when there was one run."""
     if s["n"] == 1:

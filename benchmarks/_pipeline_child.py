@@ -81,7 +81,7 @@ def floor() -> dict:
         fn(*decode)
         trace_s = time.perf_counter() - start
 
-    from reference.backends.neuron import lower_graphs
+    from reference.flows.tools import lower_graphs
     from reference.compiler.driver import CompilerDriver
 
     hlos = [g.hlo for args in (prefill, decode) for g in lower_graphs(model, args)]

@@ -30,6 +30,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchmarks._measure import load_line, median_of_runs
+
 LAYERS = 4
 COMPILE_SIZE, OTHER_SIZE = 4, 5
 STEPS = 200
@@ -113,8 +115,7 @@ def _spawn(name: str, level: int, compiler: str, caches: Path, tag: str, tmp: Pa
     return data
 
 
-def run(out_dir: Path) -> dict:
-    load_before = os.getloadavg()[0]
+def _one_run() -> dict:
     rows = {}
     with tempfile.TemporaryDirectory(prefix="bench_atom_") as tmp_name:
         tmp = Path(tmp_name)
@@ -123,6 +124,14 @@ def run(out_dir: Path) -> dict:
             rows[name] = {"cold": _spawn(name, level, compiler, caches, "cold", tmp)}
             if level == 3:
                 rows[name]["warm"] = _spawn(name, level, compiler, caches, "warm", tmp)
+    return rows
+
+
+def run(out_dir: Path, repeat: int = 1) -> dict:
+    """``repeat`` runs of every scenario (fresh caches each time); each figure is the median."""
+    load_before = os.getloadavg()[0]
+    runs = [_one_run() for _ in range(repeat)]
+    rows = median_of_runs(runs)
     load_after = os.getloadavg()[0]
     eager = rows["eager"]["cold"]["steady_ms"]
     for name, row in rows.items():
@@ -136,7 +145,9 @@ def run(out_dir: Path) -> dict:
         "load_1min_after": load_after,
         "cpu_count": os.cpu_count(),
         "torch_threads": 1,
+        "repeat": repeat,
         "rows": rows,
+        "runs": runs if repeat > 1 else [],
     }
     result["table"] = _table(result)
     return result
@@ -146,8 +157,9 @@ def _table(result: dict) -> str:
     lines = [
         "# ATOM compilation benchmark",
         "",
-        f"{result['model']}; load {result['load_1min_before']:.1f} -> {result['load_1min_after']:.1f} "
-        f"on {result['cpu_count']} CPUs (noisy: compare ratios within this run).",
+        f"{result['model']}; median of {result['repeat']} run(s). "
+        + load_line([result["load_1min_before"], result["load_1min_after"]])
+        + " Compare ratios within this run.",
         "",
         "| scenario | cold first call (s) | warm first call (s) | warm spawn-to-output (s) | pieces compiled warm "
         f"| step @{COMPILE_SIZE} (ms) | step @{OTHER_SIZE} (ms) | step vs eager @{COMPILE_SIZE} | max err |",

@@ -32,6 +32,8 @@ from reference.atom import config as atom_config
 from reference.atom import forward_context, model_runner, recorder, region_graph
 from reference.atom.graph_mode import CUDAGraphMode
 
+from benchmarks._measure import load_line, median_of_runs
+
 BUCKETS = (1, 2, 4, 8)
 STEPS = 200
 ROUNDS = 5
@@ -84,15 +86,18 @@ def _bench_backend(backend: str) -> dict:
     return {"setup_s": setup_s, "capture_s": capture_s, "median_us": rows, "p10_us": fast, "counters": counters}
 
 
-def run(out_dir: Path) -> dict:
+def run(out_dir: Path, repeat: int = 1) -> dict:
+    """``repeat`` runs per backend (each compiles and captures anew); each figure is the median."""
     load_before = os.getloadavg()[0]
-    results = {b: _bench_backend(b) for b in BACKENDS}
+    results = {b: median_of_runs([_bench_backend(b) for _ in range(repeat)]) for b in BACKENDS}
     load_after = os.getloadavg()[0]
     lines = [
         "# Graph capture: decode step per bucket (µs, 10th percentile; ratios against the same run)",
         "",
-        f"load (1 min) before {load_before:.2f}, after {load_after:.2f}; {STEPS} steps per figure. The 10th",
-        "percentile stands for the uncontended step on a shared machine; medians are in the JSON.",
+        load_line([load_before, load_after]),
+        "",
+        f"{STEPS} steps per figure, median of {repeat} run(s). The 10th percentile stands for the",
+        "uncontended step on a shared machine; medians are in the JSON.",
         "",
         "| backend | bucket | eager | compiled | FULL replay | TR_HYBRID replay | FULL / compiled | TR / compiled | TR / eager |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|",

@@ -24,10 +24,13 @@ ATOL = 1e-4
 
 # The graph-capture names this contract uses, beyond the configuration's.
 GRAPH_NAMES = (
-    "AttentionMetaData", "Context", "KVCacheTensor", "forward_context", "get_forward_context",
+    "AttentionMetaData", "Context", "KVCacheTensor", "in_forward_context", "get_forward_context",
     "eager_region", "token_graph", "token_graph_of", "TokenGraph", "ReqGraph", "request_bucket",
     "GraphPool", "graph_pool", "GraphCaptureError", "recording_backend", "ModelRunner",
 )
+
+# The module fixture below is expensive: --dist=loadgroup keeps the module on one xdist worker.
+pytestmark = pytest.mark.xdist_group("atom_graphs")
 
 
 @pytest.fixture(scope="module")

@@ -22,6 +22,9 @@ from conformance.test_cache_reliability import (  # noqa: F401  (fixtures)
     expected,
 )
 
+# The module fixture below is expensive: --dist=loadgroup keeps the module on one xdist worker.
+pytestmark = pytest.mark.xdist_group("cache_warm_start")
+
 
 @pytest.fixture(scope="module")
 def cold_then_warm(impl, pytestconfig, tmp_path_factory, expected):

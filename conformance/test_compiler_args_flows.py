@@ -29,7 +29,9 @@ import neuron_fixtures
 from conformance.snapshots import JsonSnapshotExtension
 from conformance.tolerances import assert_close
 
-pytestmark = pytest.mark.contract("per-graph compiler arguments")
+# The module's fixtures compile the policy model's graphs once; --dist=loadgroup keeps the module on
+# one xdist worker so they are not compiled again on the other.
+pytestmark = [pytest.mark.contract("per-graph compiler arguments"), pytest.mark.xdist_group("compiler_args_flows")]
 
 BASE = ["--model-type", "transformer", "--auto-cast", "none"]
 TYPES = ("decode", "encoder", "jf", "prefill")
@@ -257,7 +259,7 @@ def test_a_failing_child_is_reported_with_its_job_and_never_hangs(impl, deferred
     model, kwargs, args = deferred["jobs"][TYPES.index("prefill")]
     jobs = [(_raise, {}, ["-O2"]), (model, kwargs, args), (_crash, {}, None), (_hang, {})]
     start = time.monotonic()
-    results = impl.parallel_trace(jobs, cache_dir=str(tmp_path / "cap"), workers=2, timeout=60)
+    results = impl.parallel_trace(jobs, cache_dir=str(tmp_path / "cap"), workers=2, timeout=30)
     assert time.monotonic() - start < 590, "the parent waited for the hanging child"
     assert [r["ok"] for r in results] == [False, True, False, False], results
     assert "boom in the traced model" in results[0]["error"]

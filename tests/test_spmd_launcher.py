@@ -80,9 +80,9 @@ def test_a_rank_that_raises_reports_its_traceback():
 
 def test_a_hung_rank_is_killed_at_the_bound_and_named():
     with pytest.raises(RankFailure) as info:
-        launch(f"{__name__}:rank1_hangs", 2, env=ENV, timeout=45)
+        launch(f"{__name__}:rank1_hangs", 2, env=ENV, timeout=25)
     assert 1 in info.value.ranks
-    assert "did not finish within 45s" in str(info.value)
+    assert "did not finish within 25s" in str(info.value)
     assert "rank one is stuck" in info.value.outputs[1]
 
 
