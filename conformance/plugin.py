@@ -127,6 +127,10 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "support(table, item): the support-matrix row a probe fills (conformance/support.py)")
     config.addinivalue_line("markers", "capability(*groups): capability groups of the adapter a test needs "
                                        "(conformance.implementation.CAPABILITIES); skipped without them")
+    # the suite's own modules use these; registered here so a run under --pyargs from another
+    # project (without this repository's pyproject) knows them too
+    config.addinivalue_line("markers", "slow: a test that compiles many graphs or starts several processes")
+    config.addinivalue_line("markers", "cuda: needs a CUDA device; skipped with its reason elsewhere")
     _register_hypothesis_profiles()
     suite = Suite(config)
     config.stash[SUITE] = suite

@@ -4,7 +4,7 @@ A backend written outside this project that, like the reference, compiles Dynamo
 for the CPU. It is registered through the ``torch_dynamo_backends`` entry point of ``iree-turbine``,
 so ``torch.compile(model, backend="turbine_cpu")`` finds it without an import::
 
-    pytest conformance --impl conformance.adapters.turbine:turbine_cpu -n 2
+    pytest conformance --conformance-impl conformance.adapters.turbine:turbine_cpu -n 2
 
 What the backend does, as read from its source: Dynamo hands the graph to AOT Autograd, whose
 forward graph is decomposed (Turbine's own decomposition list), imported into the ``torch`` MLIR

@@ -288,7 +288,7 @@ class ReferenceAdaptor(CompilerInterface):
         return _digest(sorted(tool_versions().items()))
 
     def _compile(self, graph, example_inputs, compiler_args: Optional[list[str]], runtime_shape: Optional[int]) -> Callable:
-        # Importing the seam computes its no-lowering list: done when a piece first needs it.
+        # the seam sits on a lower floor; imported here to keep importing this module cheap
         from reference.backends.neuron import neuron_backend
 
         options = {} if compiler_args is None else {"compiler_args": list(compiler_args)}

@@ -87,7 +87,7 @@ def level_backend(config: Config, prefix: str = "") -> Any:
     if cc.level == CompilationLevel.DYNAMO_ONCE:
         if cc.use_inductor and cc.piece_compiler != "reference":
             return "inductor"
-        # Importing the seam computes its no-lowering list: done when a level-2 model needs it.
+        # the seam sits on a lower floor; imported here to keep importing this module cheap
         from reference.backends.neuron import neuron_backend
 
         return neuron_backend
