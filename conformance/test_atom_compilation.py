@@ -35,8 +35,10 @@ from conformance.test_cache_reliability import _spec
 ATOL = 1e-4
 COMPILE_SIZE = 4
 OTHER_SIZES = (5, 3)  # the first call (5) compiles; 3 is another size outside compile_sizes
-# Fewer layers under Inductor, whose compiles are the slow part of this module.
-LAYERS = {"inductor": 1, "reference": 2}
+# The piece compilers: Inductor through the standalone adaptor (what make_compiler picks on this
+# torch; the compile_fx adaptor has its own unit test) and the reference's. Fewer layers under
+# Inductor, whose compiles are the slow part of this module.
+LAYERS = {"inductor_standalone": 1, "reference": 2}
 CHILD_TIMEOUT = 300
 
 
@@ -278,6 +280,11 @@ def test_a_forward_that_reassigns_a_buffer_is_refused_at_first_compile(atom, tmp
     model = atom.support_torch_compile(Counting)(atom_config=_config(atom, "reference", tmp_path, level=2))
     with pytest.raises(atom.BufferUpdateError, match="Counting"):
         model(M.inputs(3))
+    # refused, not kept: the next call is refused again instead of running the refused code
+    # through the guard-free dispatcher (which would update the buffer)
+    with pytest.raises(atom.BufferUpdateError, match="Counting"):
+        model(M.inputs(3))
+    assert float(model.steps) == 0.0, "the refused forward ran and updated the buffer"
 
 
 @pytest.mark.parametrize(

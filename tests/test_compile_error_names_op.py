@@ -57,3 +57,23 @@ def test_the_hint_works_the_graph_falls_back_to_eager(without_topk_decomposition
     want = model(x)
     torch.testing.assert_close(got[0], want[0])
     assert torch.equal(got[1], want[1])
+
+
+def test_text_served_from_the_hlo_cache_still_names_the_op(without_topk_decomposition, tmp_path, monkeypatch):
+    """The second compile of the same graph reads its StableHLO from the HLO cache instead of
+    lowering it; the compile failure must name the ATen op all the same (the record keeps which
+    op each line came from)."""
+    from reference.core.metrics import METRICS
+
+    monkeypatch.setenv("TORCH_NEURONX_HLO_CACHE_DIR", str(tmp_path / "hlo"))
+    monkeypatch.setenv("TORCH_NEURONX_NEFF_CACHE_DIR", str(tmp_path / "neff"))
+    model, x = Router().eval(), torch.randn(5, 8)
+    ops = []
+    for attempt in range(2):
+        torch._dynamo.reset()
+        hits = METRICS.counters().get("hlo_cache_hits", 0)
+        with pytest.raises(reference.NEFFCompilationError) as info:
+            torch.compile(model, backend="neuron")(x)
+        ops.append(info.value.op)
+        assert (METRICS.counters().get("hlo_cache_hits", 0) - hits) == attempt, "the second compile lowered again"
+    assert ops == ["aten.topk.default", "aten.topk.default"]

@@ -109,15 +109,16 @@ class TorchCompileWrapperWithCustomDispatcher:
 
     def bytecode_hook(self, old_code: types.CodeType, new_code: types.CodeType) -> None:
         COUNTERS.bump("num_dynamo_compiles")
-        self.compiled_codes.append(new_code)
-        dump_debug_file(self.atom_config, f"decompiled_code_{len(self.compiled_codes)}.py", decompile(new_code))
+        dump_debug_file(self.atom_config, f"decompiled_code_{len(self.compiled_codes) + 1}.py", decompile(new_code))
         if "update" in new_code.co_names:
+            # refused before it is kept: the guard-free dispatcher must never run this code
             raise BufferUpdateError(
                 f"{type(self).__name__}.forward reassigns a module buffer (the compiled code updates "
                 "the module's _buffers); a recorded graph would keep reading the old tensor. Update "
                 "the buffer in place (buf.copy_(...)) or run this model at level 0. Compiled code:\n"
                 + decompile(new_code)
             )
+        self.compiled_codes.append(new_code)
 
     @contextlib.contextmanager
     def dispatch_to_code(self, index: int):

@@ -132,6 +132,7 @@ class HloCache:
                 input_specs=tuple(TensorSpec.from_json(s) for s in rec["input_specs"]),
                 output_specs=tuple(TensorSpec.from_json(s) for s in rec["output_specs"]),
                 node_count=int(rec["node_count"]),
+                origins=tuple((int(line), str(what)) for line, what in rec.get("origins", ())),
             )
         except FileNotFoundError:
             return None
@@ -149,6 +150,10 @@ class HloCache:
             "input_specs": [s.as_json() for s in lowered.input_specs],
             "output_specs": [s.as_json() for s in lowered.output_specs],
             "node_count": lowered.node_count,
+            # which ATen op (node, source line) each line came from, so that a compile failure of
+            # text served from here names the op as one of freshly lowered text does; written by
+            # the process that lowered it (another process's paths when the cache is shared)
+            "origins": [list(o) for o in lowered.origins],
         }
         try:
             os.makedirs(self.root, exist_ok=True)
