@@ -307,3 +307,17 @@ def test_bad_configuration_is_a_typed_error_naming_the_field(atom, field, kwargs
 def test_a_capture_size_above_max_num_seqs_names_the_field(atom):
     with pytest.raises(atom.ConfigError, match="max_num_seqs"):
         atom.Config(max_num_seqs=4, compilation_config=atom.CompilationConfig(level=3, cudagraph_capture_sizes=[2, 8]))
+
+
+def test_level_3_capture_sizes_follow_the_seed(atom):
+    """One ``cuda_graph_sizes`` value N gives 1..8 and every 16 up to N; several are used as given;
+    ``cudagraph_capture_sizes`` overrides both; level 3 defaults to TR_HYBRID."""
+    def sizes(**cc):
+        return atom.Config(max_num_seqs=512, compilation_config=atom.CompilationConfig(level=3, **cc))
+
+    generated = sizes(cuda_graph_sizes=[48])
+    assert generated.capture_sizes == [1, 2, 3, 4, 5, 6, 7, 8, 16, 32, 48]
+    assert generated.compilation_config.cudagraph_mode == atom.CUDAGraphMode.TR_HYBRID
+    assert sizes().capture_sizes == [*range(1, 9), *range(16, 513, 16)]
+    assert sizes(cuda_graph_sizes=[3, 1, 24]).capture_sizes == [1, 3, 24]
+    assert sizes(cuda_graph_sizes=[48], cudagraph_capture_sizes=[8, 1, 4]).capture_sizes == [1, 4, 8]

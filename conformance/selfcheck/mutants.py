@@ -69,6 +69,8 @@ _NEFF_CACHE = "reference.cache.neff_cache"
 _HLO_CACHE = "reference.cache.hlo_cache"
 _GUARDS = "reference.spmd.guards"
 _FX_PASSES = "reference.fx_passes"
+_ATOM_CONFIG = "reference.atom.config"
+_ATOM_DECORATORS = "reference.atom.decorators"
 
 _SCOPE = "conformance/test_compiler_args_scope.py"
 _FLOWS = "conformance/test_compiler_args_flows.py"
@@ -78,6 +80,7 @@ _WARM = "conformance/test_cache_warm_start.py"
 _CONTRACT = "conformance/test_backend_contract.py"
 _GUARD_TESTS = "conformance/test_spmd_guards.py"
 _FX_TESTS = "conformance/test_fx_passes.py"
+_ATOM_TESTS = "conformance/test_atom_compilation.py"
 
 
 # --- per-graph compiler arguments -----------------------------------------------------------------
@@ -339,6 +342,39 @@ def pass_identity_ignores_order():
 
     manager = _module(_FX_PASSES).FXPassManager
     manager.uuid = lambda self: hashlib.sha256("\n".join(sorted(self.identity())).encode()).hexdigest()[:16]
+
+
+# --- ATOM compilation ----------------------------------------------------------------------------
+
+
+@_mutant("ATOM compilation: capture sizes", f"{_ATOM_TESTS}::test_level_3_capture_sizes_follow_the_seed",
+         r"generated\.capture_sizes ==")
+def ladder_stops_short():
+    """The generated capture-size ladder for one ``cuda_graph_sizes`` value N stops below N
+    (``range(16, N, 16)``), so the largest batch size is never captured."""
+    home = _module(_ATOM_CONFIG)
+
+    def short(largest: int) -> list[int]:
+        return list(range(1, 9)) + list(range(16, largest, 16))
+
+    home.default_capture_sizes = short
+
+
+@_mutant("ATOM compilation: the compile decorator",
+         f"{_ATOM_TESTS}::test_a_forward_that_reassigns_a_buffer_is_refused_at_first_compile", r"DID NOT RAISE")
+def refused_code_is_kept():
+    """A forward that updates a module buffer is refused at its first compile, but its compiled
+    code is kept, so the next call runs it through the guard-free dispatcher."""
+    cls = _module(_ATOM_DECORATORS).TorchCompileWrapperWithCustomDispatcher
+    hook = cls.bytecode_hook
+
+    @functools.wraps(hook)
+    def keeps(self, old_code, new_code):
+        if "update" in new_code.co_names:
+            self.compiled_codes.append(new_code)
+        return hook(self, old_code, new_code)
+
+    cls.bytecode_hook = keeps
 
 
 # --- adapters ---------------------------------------------------------------------------------------
