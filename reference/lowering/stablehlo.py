@@ -113,6 +113,7 @@ def lower_to_stablehlo(gm: torch.fx.GraphModule, *, graph_name: str) -> LoweredG
 
     locations: list[str] = []
     handler = context.attach_diagnostic_handler(_collect)
+    wrap_negative_indices(gm)
     nodes = _tag_nodes(gm)
     try:
         module = tm_fx.stateless_fx_import(
@@ -140,6 +141,73 @@ def lower_to_stablehlo(gm: torch.fx.GraphModule, *, graph_name: str) -> LoweredG
     debug = module.operation.get_asm(enable_debug_info=True, large_elements_limit=None)
     return LoweredGraph(hlo=hlo, input_specs=ins, output_specs=output_specs(gm), node_count=len(gm.graph.nodes),
                         origins=_line_origins(debug, nodes))
+
+
+# --- negative indices ------------------------------------------------------------------------------
+
+_aten = torch.ops.aten
+# indexing ops whose second argument is a list of index tensors (``None`` for a full dimension)
+_INDEXING_OPS = (
+    _aten.index.Tensor, _aten._unsafe_index.Tensor,
+    _aten.index_put.default, _aten._unsafe_index_put.default, _aten.index_put_.default,
+)
+
+
+def wrap_negative_indices(gm: torch.fx.GraphModule) -> bool:
+    """Make every integer index tensor of an indexing op non-negative, in place.
+
+    Torch counts a negative index from the end of its dimension; torch-mlir lowers ``aten.index``
+    to a StableHLO gather, which clamps it to 0, and ``aten.index_put`` to a scatter, which drops
+    it: both silently wrong (``cache[:, :, -1] = v`` in a sliding-window KV cache, ``x[:, idx]``
+    with ``idx = tensor([-1, 0])``). Each such index ``i`` on a dimension of size ``n`` becomes
+    ``where(i < 0, i + n, i)``, the same values in eager. Returns whether anything changed.
+    """
+    changed = False
+    for node in [n for op in _INDEXING_OPS for n in gm.graph.find_nodes(op="call_function", target=op)]:
+        if len(node.args) < 2:
+            continue
+        src, indices = node.args[0], node.args[1]
+        shape = src.meta["val"].shape if isinstance(src, torch.fx.Node) and "val" in src.meta else None
+        if shape is None or not isinstance(indices, (list, tuple)):
+            continue
+        wrapped, touched = list(indices), False
+        for dim, idx in enumerate(indices):
+            val = idx.meta.get("val") if isinstance(idx, torch.fx.Node) else None
+            if not isinstance(val, torch.Tensor) or val.dtype == torch.bool or val.is_floating_point():
+                continue
+            if dim >= len(shape) or not isinstance(shape[dim], int):
+                continue
+            wrapped[dim] = _wrapped_index(gm, node, idx, val, shape[dim])
+            touched = True
+        if touched:
+            node.args = (src, type(indices)(wrapped), *node.args[2:])
+            changed = True
+    if changed:
+        gm.recompile()
+    return changed
+
+
+def _wrapped_index(gm: torch.fx.GraphModule, user: torch.fx.Node, idx: torch.fx.Node, val: torch.Tensor, size: int):
+    mode = getattr(val, "fake_mode", None)
+    with gm.graph.inserting_before(user), (mode if mode is not None else _no_mode()):
+        negative = gm.graph.call_function(_aten.lt.Scalar, (idx, 0))
+        negative.meta["val"] = _aten.lt.Scalar(val, 0)
+        shifted = gm.graph.call_function(_aten.add.Scalar, (idx, size))
+        shifted.meta["val"] = _aten.add.Scalar(val, size)
+        out = gm.graph.call_function(_aten.where.self, (negative, shifted, idx))
+        out.meta["val"] = _aten.where.self(negative.meta["val"], shifted.meta["val"], val)
+    for new in (negative, shifted, out):  # errors in them name the indexing op's source line
+        if "stack_trace" in user.meta:
+            new.meta["stack_trace"] = user.meta["stack_trace"]
+    return out
+
+
+class _no_mode:
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return False
 
 
 # --- where each op of the StableHLO text came from -------------------------------------------------
