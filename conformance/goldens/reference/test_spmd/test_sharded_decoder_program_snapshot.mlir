@@ -1,4 +1,4 @@
-// summary: @main(tensor<i64>, tensor<2x8xi64>, tensor<64x64xf32>, tensor<32x64xf32>, tensor<2x8xi64>, tensor<64xf32>, tensor<96x64xf32>, tensor<2x2x32x16xf32>, tensor<2x2x32x16xf32>, tensor<64x32xf32>, tensor<64xf32>, tensor<64x64xf32>, tensor<64x64xf32>, tensor<64x64xf32>, tensor<4x64xf32>, tensor<2x32x64xf32>, tensor<2x64x32xf32>, tensor<64xf32>, tensor<64x64xf32>) -> (tensor<2x2x32x16xf32>, tensor<2x2x32x16xf32>, tensor<2x8x128xf32>) | ops: arith.constant=11 stablehlo.add=17 stablehlo.all_gather=1 stablehlo.all_reduce=4 stablehlo.and=1 stablehlo.broadcast_in_dim=43 stablehlo.ceil=4 stablehlo.compare=4 stablehlo.concatenate=2 stablehlo.constant=26 stablehlo.convert=32 stablehlo.divide=10 stablehlo.dot_general=11 stablehlo.dynamic_iota=4 stablehlo.exponential=2 stablehlo.floor=1 stablehlo.gather=3 stablehlo.logistic=2 stablehlo.multiply=20 stablehlo.not=2 stablehlo.power=3 stablehlo.reduce=9 stablehlo.remainder=2 stablehlo.reshape=76 stablehlo.return=6 stablehlo.rsqrt=3 stablehlo.scatter=2 stablehlo.select=2 stablehlo.slice=6 stablehlo.subtract=3 stablehlo.transpose=24
+// summary: @main(tensor<i64>, tensor<2x8xi64>, tensor<64x64xf32>, tensor<32x64xf32>, tensor<2x8xi64>, tensor<64xf32>, tensor<96x64xf32>, tensor<2x2x32x16xf32>, tensor<2x2x32x16xf32>, tensor<64x32xf32>, tensor<64xf32>, tensor<64x64xf32>, tensor<64x64xf32>, tensor<64x64xf32>, tensor<4x64xf32>, tensor<2x32x64xf32>, tensor<2x64x32xf32>, tensor<64xf32>, tensor<64x64xf32>) -> (tensor<2x2x32x16xf32>, tensor<2x2x32x16xf32>, tensor<2x8x128xf32>) | ops: arith.constant=11 stablehlo.add=18 stablehlo.all_gather=1 stablehlo.all_reduce=4 stablehlo.and=1 stablehlo.broadcast_in_dim=46 stablehlo.ceil=4 stablehlo.compare=5 stablehlo.concatenate=2 stablehlo.constant=28 stablehlo.convert=32 stablehlo.divide=10 stablehlo.dot_general=11 stablehlo.dynamic_iota=4 stablehlo.exponential=2 stablehlo.floor=1 stablehlo.gather=3 stablehlo.logistic=2 stablehlo.multiply=20 stablehlo.not=2 stablehlo.power=3 stablehlo.reduce=9 stablehlo.remainder=2 stablehlo.reshape=76 stablehlo.return=6 stablehlo.rsqrt=3 stablehlo.scatter=2 stablehlo.select=3 stablehlo.slice=6 stablehlo.subtract=3 stablehlo.transpose=24
 // graph 0 of 1
 module @spmd_program {
   func.func private @piece_0(%arg0: tensor<i64>, %arg1: tensor<2x8xi64>, %arg2: tensor<64x64xf32>) -> tensor<2x8x64xf32> {
@@ -34,29 +34,31 @@ module @spmd_program {
     %c_6 = stablehlo.constant dense<1> : tensor<16xi64>
     %c_7 = stablehlo.constant dense<16> : tensor<i64>
     %c_8 = stablehlo.constant dense<1> : tensor<i64>
+    %c_9 = stablehlo.constant dense<32> : tensor<8xi64>
+    %c_10 = stablehlo.constant dense<0> : tensor<8xi64>
     %cst = stablehlo.constant dense<0.000000e+00> : tensor<2x2x8x32xf32>
-    %cst_9 = stablehlo.constant dense<0.000000e+00> : tensor<f32>
-    %cst_10 = stablehlo.constant dense<0xFF800000> : tensor<f32>
-    %c_11 = stablehlo.constant dense<false> : tensor<i1>
-    %cst_12 = arith.constant dense<2> : tensor<1xi64>
-    %cst_13 = arith.constant dense<64> : tensor<1xi64>
-    %cst_14 = arith.constant dense<9.9999999999999995E-7> : tensor<1xf64>
-    %cst_15 = arith.constant dense<5.000000e-01> : tensor<1xf64>
-    %cst_16 = arith.constant dense<0xFFF0000000000000> : tensor<1xf64>
+    %cst_11 = stablehlo.constant dense<0.000000e+00> : tensor<f32>
+    %cst_12 = stablehlo.constant dense<0xFF800000> : tensor<f32>
+    %c_13 = stablehlo.constant dense<false> : tensor<i1>
+    %cst_14 = arith.constant dense<2> : tensor<1xi64>
+    %cst_15 = arith.constant dense<64> : tensor<1xi64>
+    %cst_16 = arith.constant dense<9.9999999999999995E-7> : tensor<1xf64>
+    %cst_17 = arith.constant dense<5.000000e-01> : tensor<1xf64>
+    %cst_18 = arith.constant dense<0xFFF0000000000000> : tensor<1xf64>
     %0 = "stablehlo.gather"(%arg0, %arg1) <{dimension_numbers = #stablehlo.gather<offset_dims = [2], collapsed_slice_dims = [0], start_index_map = [0], index_vector_dim = 2>, indices_are_sorted = false, slice_sizes = array<i64: 1, 64>}> : (tensor<32x64xf32>, tensor<2x8xi64>) -> tensor<2x8x64xf32>
     %1 = stablehlo.convert %0 : tensor<2x8x64xf32>
     %2 = stablehlo.add %arg2, %1 : tensor<2x8x64xf32>
-    %3 = stablehlo.convert %cst_12 : (tensor<1xi64>) -> tensor<1xf32>
+    %3 = stablehlo.convert %cst_14 : (tensor<1xi64>) -> tensor<1xf32>
     %4 = stablehlo.reshape %3 : (tensor<1xf32>) -> tensor<f32>
     %5 = stablehlo.broadcast_in_dim %4, dims = [] : (tensor<f32>) -> tensor<2x8x64xf32>
     %6 = stablehlo.power %2, %5 : tensor<2x8x64xf32>
-    %7 = stablehlo.reduce(%6 init: %cst_9) applies stablehlo.add across dimensions = [2] : (tensor<2x8x64xf32>, tensor<f32>) -> tensor<2x8xf32>
+    %7 = stablehlo.reduce(%6 init: %cst_11) applies stablehlo.add across dimensions = [2] : (tensor<2x8x64xf32>, tensor<f32>) -> tensor<2x8xf32>
     %8 = stablehlo.reshape %7 : (tensor<2x8xf32>) -> tensor<2x8x1xf32>
-    %9 = stablehlo.convert %cst_13 : (tensor<1xi64>) -> tensor<1xf32>
+    %9 = stablehlo.convert %cst_15 : (tensor<1xi64>) -> tensor<1xf32>
     %10 = stablehlo.reshape %9 : (tensor<1xf32>) -> tensor<f32>
     %11 = stablehlo.broadcast_in_dim %10, dims = [] : (tensor<f32>) -> tensor<2x8x1xf32>
     %12 = stablehlo.divide %8, %11 : tensor<2x8x1xf32>
-    %13 = stablehlo.convert %cst_14 : (tensor<1xf64>) -> tensor<1xf32>
+    %13 = stablehlo.convert %cst_16 : (tensor<1xf64>) -> tensor<1xf32>
     %14 = stablehlo.reshape %13 : (tensor<1xf32>) -> tensor<f32>
     %15 = stablehlo.broadcast_in_dim %14, dims = [] : (tensor<f32>) -> tensor<2x8x1xf32>
     %16 = stablehlo.add %12, %15 : tensor<2x8x1xf32>
@@ -80,111 +82,117 @@ module @spmd_program {
     %34 = stablehlo.transpose %33, dims = [0, 2, 1, 3] : (tensor<2x8x2x16xf32>) -> tensor<2x2x8x16xf32>
     %35 = stablehlo.slice %arg1 [0:1, 0:8] : (tensor<2x8xi64>) -> tensor<1x8xi64>
     %36 = stablehlo.reshape %35 : (tensor<1x8xi64>) -> tensor<8xi64>
-    %37 = stablehlo.convert %c_8 : (tensor<i64>) -> tensor<f64>
-    %38 = stablehlo.convert %c_7 : (tensor<i64>) -> tensor<f64>
-    %39 = stablehlo.divide %38, %37 : tensor<f64>
-    %40 = stablehlo.ceil %39 : tensor<f64>
-    %41 = stablehlo.convert %40 : (tensor<f64>) -> tensor<i64>
-    %42 = stablehlo.reshape %41 : (tensor<i64>) -> tensor<1xi64>
-    %43 = stablehlo.dynamic_iota %42, dim = 0 : (tensor<1xi64>) -> tensor<16xi64>
-    %44 = stablehlo.multiply %43, %c_6 : tensor<16xi64>
-    %45 = stablehlo.add %44, %c_5 : tensor<16xi64>
-    %46 = stablehlo.reshape %36 : (tensor<8xi64>) -> tensor<8x1xi64>
-    %47 = stablehlo.convert %c_4 : (tensor<i64>) -> tensor<f64>
-    %48 = stablehlo.divide %47, %37 : tensor<f64>
-    %49 = stablehlo.ceil %48 : tensor<f64>
-    %50 = stablehlo.convert %49 : (tensor<f64>) -> tensor<i64>
-    %51 = stablehlo.reshape %50 : (tensor<i64>) -> tensor<1xi64>
-    %52 = stablehlo.dynamic_iota %51, dim = 0 : (tensor<1xi64>) -> tensor<2xi64>
-    %53 = stablehlo.multiply %52, %c_3 : tensor<2xi64>
-    %54 = stablehlo.add %53, %c_2 : tensor<2xi64>
-    %55 = stablehlo.reshape %54 : (tensor<2xi64>) -> tensor<2x1xi64>
-    %56 = stablehlo.reshape %55 : (tensor<2x1xi64>) -> tensor<2x1x1xi64>
-    %57 = stablehlo.reshape %56 : (tensor<2x1x1xi64>) -> tensor<2x1x1x1xi64>
-    %58 = stablehlo.broadcast_in_dim %57, dims = [0, 1, 2, 3] : (tensor<2x1x1x1xi64>) -> tensor<2x2x8x16xi64>
-    %59 = stablehlo.reshape %58 : (tensor<2x2x8x16xi64>) -> tensor<2x2x8x16x1xi64>
-    %60 = stablehlo.broadcast_in_dim %56, dims = [1, 2, 3] : (tensor<2x1x1xi64>) -> tensor<2x2x8x16xi64>
-    %61 = stablehlo.reshape %60 : (tensor<2x2x8x16xi64>) -> tensor<2x2x8x16x1xi64>
-    %62 = stablehlo.broadcast_in_dim %46, dims = [2, 3] : (tensor<8x1xi64>) -> tensor<2x2x8x16xi64>
-    %63 = stablehlo.reshape %62 : (tensor<2x2x8x16xi64>) -> tensor<2x2x8x16x1xi64>
-    %64 = stablehlo.broadcast_in_dim %45, dims = [3] : (tensor<16xi64>) -> tensor<2x2x8x16xi64>
+    %37 = stablehlo.compare LT, %36, %c_10, SIGNED : (tensor<8xi64>, tensor<8xi64>) -> tensor<8xi1>
+    %38 = stablehlo.add %36, %c_9 : tensor<8xi64>
+    %39 = stablehlo.broadcast_in_dim %37, dims = [0] : (tensor<8xi1>) -> tensor<8xi1>
+    %40 = stablehlo.broadcast_in_dim %38, dims = [0] : (tensor<8xi64>) -> tensor<8xi64>
+    %41 = stablehlo.broadcast_in_dim %36, dims = [0] : (tensor<8xi64>) -> tensor<8xi64>
+    %42 = stablehlo.select %39, %40, %41 : tensor<8xi1>, tensor<8xi64>
+    %43 = stablehlo.convert %c_8 : (tensor<i64>) -> tensor<f64>
+    %44 = stablehlo.convert %c_7 : (tensor<i64>) -> tensor<f64>
+    %45 = stablehlo.divide %44, %43 : tensor<f64>
+    %46 = stablehlo.ceil %45 : tensor<f64>
+    %47 = stablehlo.convert %46 : (tensor<f64>) -> tensor<i64>
+    %48 = stablehlo.reshape %47 : (tensor<i64>) -> tensor<1xi64>
+    %49 = stablehlo.dynamic_iota %48, dim = 0 : (tensor<1xi64>) -> tensor<16xi64>
+    %50 = stablehlo.multiply %49, %c_6 : tensor<16xi64>
+    %51 = stablehlo.add %50, %c_5 : tensor<16xi64>
+    %52 = stablehlo.reshape %42 : (tensor<8xi64>) -> tensor<8x1xi64>
+    %53 = stablehlo.convert %c_4 : (tensor<i64>) -> tensor<f64>
+    %54 = stablehlo.divide %53, %43 : tensor<f64>
+    %55 = stablehlo.ceil %54 : tensor<f64>
+    %56 = stablehlo.convert %55 : (tensor<f64>) -> tensor<i64>
+    %57 = stablehlo.reshape %56 : (tensor<i64>) -> tensor<1xi64>
+    %58 = stablehlo.dynamic_iota %57, dim = 0 : (tensor<1xi64>) -> tensor<2xi64>
+    %59 = stablehlo.multiply %58, %c_3 : tensor<2xi64>
+    %60 = stablehlo.add %59, %c_2 : tensor<2xi64>
+    %61 = stablehlo.reshape %60 : (tensor<2xi64>) -> tensor<2x1xi64>
+    %62 = stablehlo.reshape %61 : (tensor<2x1xi64>) -> tensor<2x1x1xi64>
+    %63 = stablehlo.reshape %62 : (tensor<2x1x1xi64>) -> tensor<2x1x1x1xi64>
+    %64 = stablehlo.broadcast_in_dim %63, dims = [0, 1, 2, 3] : (tensor<2x1x1x1xi64>) -> tensor<2x2x8x16xi64>
     %65 = stablehlo.reshape %64 : (tensor<2x2x8x16xi64>) -> tensor<2x2x8x16x1xi64>
-    %66 = stablehlo.concatenate %59, %61, %63, %65, dim = 4 : (tensor<2x2x8x16x1xi64>, tensor<2x2x8x16x1xi64>, tensor<2x2x8x16x1xi64>, tensor<2x2x8x16x1xi64>) -> tensor<2x2x8x16x4xi64>
-    %67 = "stablehlo.scatter"(%arg5, %66, %32) <{indices_are_sorted = false, scatter_dimension_numbers = #stablehlo.scatter<inserted_window_dims = [0, 1, 2, 3], scatter_dims_to_operand_dims = [0, 1, 2, 3], index_vector_dim = 4>, unique_indices = false}> ({
+    %66 = stablehlo.broadcast_in_dim %62, dims = [1, 2, 3] : (tensor<2x1x1xi64>) -> tensor<2x2x8x16xi64>
+    %67 = stablehlo.reshape %66 : (tensor<2x2x8x16xi64>) -> tensor<2x2x8x16x1xi64>
+    %68 = stablehlo.broadcast_in_dim %52, dims = [2, 3] : (tensor<8x1xi64>) -> tensor<2x2x8x16xi64>
+    %69 = stablehlo.reshape %68 : (tensor<2x2x8x16xi64>) -> tensor<2x2x8x16x1xi64>
+    %70 = stablehlo.broadcast_in_dim %51, dims = [3] : (tensor<16xi64>) -> tensor<2x2x8x16xi64>
+    %71 = stablehlo.reshape %70 : (tensor<2x2x8x16xi64>) -> tensor<2x2x8x16x1xi64>
+    %72 = stablehlo.concatenate %65, %67, %69, %71, dim = 4 : (tensor<2x2x8x16x1xi64>, tensor<2x2x8x16x1xi64>, tensor<2x2x8x16x1xi64>, tensor<2x2x8x16x1xi64>) -> tensor<2x2x8x16x4xi64>
+    %73 = "stablehlo.scatter"(%arg5, %72, %32) <{indices_are_sorted = false, scatter_dimension_numbers = #stablehlo.scatter<inserted_window_dims = [0, 1, 2, 3], scatter_dims_to_operand_dims = [0, 1, 2, 3], index_vector_dim = 4>, unique_indices = false}> ({
     ^bb0(%arg8: tensor<f32>, %arg9: tensor<f32>):
       stablehlo.return %arg9 : tensor<f32>
     }) : (tensor<2x2x32x16xf32>, tensor<2x2x8x16x4xi64>, tensor<2x2x8x16xf32>) -> tensor<2x2x32x16xf32>
-    %68 = "stablehlo.scatter"(%arg6, %66, %34) <{indices_are_sorted = false, scatter_dimension_numbers = #stablehlo.scatter<inserted_window_dims = [0, 1, 2, 3], scatter_dims_to_operand_dims = [0, 1, 2, 3], index_vector_dim = 4>, unique_indices = false}> ({
+    %74 = "stablehlo.scatter"(%arg6, %72, %34) <{indices_are_sorted = false, scatter_dimension_numbers = #stablehlo.scatter<inserted_window_dims = [0, 1, 2, 3], scatter_dims_to_operand_dims = [0, 1, 2, 3], index_vector_dim = 4>, unique_indices = false}> ({
     ^bb0(%arg8: tensor<f32>, %arg9: tensor<f32>):
       stablehlo.return %arg9 : tensor<f32>
     }) : (tensor<2x2x32x16xf32>, tensor<2x2x8x16x4xi64>, tensor<2x2x8x16xf32>) -> tensor<2x2x32x16xf32>
-    %69 = stablehlo.convert %c_1 : (tensor<i64>) -> tensor<f64>
-    %70 = stablehlo.divide %69, %37 : tensor<f64>
-    %71 = stablehlo.ceil %70 : tensor<f64>
-    %72 = stablehlo.convert %71 : (tensor<f64>) -> tensor<i64>
-    %73 = stablehlo.reshape %72 : (tensor<i64>) -> tensor<1xi64>
-    %74 = stablehlo.dynamic_iota %73, dim = 0 : (tensor<1xi64>) -> tensor<32xi64>
-    %75 = stablehlo.multiply %74, %c_0 : tensor<32xi64>
-    %76 = stablehlo.add %75, %c : tensor<32xi64>
-    %77 = stablehlo.reshape %76 : (tensor<32xi64>) -> tensor<1x1x1x32xi64>
-    %78 = stablehlo.reshape %arg1 : (tensor<2x8xi64>) -> tensor<2x1x8x1xi64>
-    %79 = stablehlo.broadcast_in_dim %77, dims = [0, 1, 2, 3] : (tensor<1x1x1x32xi64>) -> tensor<2x1x8x32xi64>
-    %80 = stablehlo.broadcast_in_dim %78, dims = [0, 1, 2, 3] : (tensor<2x1x8x1xi64>) -> tensor<2x1x8x32xi64>
-    %81 = stablehlo.compare LE, %79, %80, SIGNED : (tensor<2x1x8x32xi64>, tensor<2x1x8x32xi64>) -> tensor<2x1x8x32xi1>
-    %82 = stablehlo.broadcast_in_dim %81, dims = [0, 1, 2, 3] : (tensor<2x1x8x32xi1>) -> tensor<2x1x8x32xi1>
-    %83 = stablehlo.broadcast_in_dim %cst_9, dims = [] : (tensor<f32>) -> tensor<2x1x8x32xf32>
-    %84 = stablehlo.broadcast_in_dim %cst_10, dims = [] : (tensor<f32>) -> tensor<2x1x8x32xf32>
-    %85 = stablehlo.select %82, %83, %84 : tensor<2x1x8x32xi1>, tensor<2x1x8x32xf32>
-    %86 = stablehlo.convert %cst_15 : (tensor<1xf64>) -> tensor<1xf32>
-    %87 = stablehlo.reshape %86 : (tensor<1xf32>) -> tensor<f32>
-    %88 = stablehlo.broadcast_in_dim %87, dims = [] : (tensor<f32>) -> tensor<2x2x8x16xf32>
-    %89 = stablehlo.multiply %30, %88 : tensor<2x2x8x16xf32>
-    %90 = stablehlo.transpose %67, dims = [0, 1, 3, 2] : (tensor<2x2x32x16xf32>) -> tensor<2x2x16x32xf32>
-    %91 = stablehlo.broadcast_in_dim %87, dims = [] : (tensor<f32>) -> tensor<2x2x16x32xf32>
-    %92 = stablehlo.multiply %90, %91 : tensor<2x2x16x32xf32>
-    %93 = stablehlo.reshape %89 : (tensor<2x2x8x16xf32>) -> tensor<4x8x16xf32>
-    %94 = stablehlo.reshape %92 : (tensor<2x2x16x32xf32>) -> tensor<4x16x32xf32>
-    %95 = stablehlo.broadcast_in_dim %94, dims = [0, 1, 2] : (tensor<4x16x32xf32>) -> tensor<4x16x32xf32>
-    %96 = stablehlo.dot_general %93, %95, batching_dims = [0] x [0], contracting_dims = [2] x [1] : (tensor<4x8x16xf32>, tensor<4x16x32xf32>) -> tensor<4x8x32xf32>
-    %97 = stablehlo.reshape %96 : (tensor<4x8x32xf32>) -> tensor<2x2x8x32xf32>
-    %98 = stablehlo.broadcast_in_dim %85, dims = [0, 1, 2, 3] : (tensor<2x1x8x32xf32>) -> tensor<2x2x8x32xf32>
-    %99 = stablehlo.add %97, %98 : tensor<2x2x8x32xf32>
-    %100 = stablehlo.reduce(%99 init: %cst_10) applies stablehlo.maximum across dimensions = [3] : (tensor<2x2x8x32xf32>, tensor<f32>) -> tensor<2x2x8xf32>
-    %101 = stablehlo.reshape %100 : (tensor<2x2x8xf32>) -> tensor<2x2x8x1xf32>
-    %102 = stablehlo.broadcast_in_dim %101, dims = [0, 1, 2, 3] : (tensor<2x2x8x1xf32>) -> tensor<2x2x8x32xf32>
-    %103 = stablehlo.subtract %99, %102 : tensor<2x2x8x32xf32>
-    %104 = stablehlo.exponential %103 : tensor<2x2x8x32xf32>
-    %105 = stablehlo.reduce(%104 init: %cst_9) applies stablehlo.add across dimensions = [3] : (tensor<2x2x8x32xf32>, tensor<f32>) -> tensor<2x2x8xf32>
-    %106 = stablehlo.reshape %105 : (tensor<2x2x8xf32>) -> tensor<2x2x8x1xf32>
-    %107 = stablehlo.broadcast_in_dim %106, dims = [0, 1, 2, 3] : (tensor<2x2x8x1xf32>) -> tensor<2x2x8x32xf32>
-    %108 = stablehlo.divide %104, %107 : tensor<2x2x8x32xf32>
-    %109 = stablehlo.convert %cst_16 : tensor<1xf64>
-    %110 = stablehlo.reshape %109 : (tensor<1xf64>) -> tensor<f64>
-    %111 = stablehlo.convert %110 : (tensor<f64>) -> tensor<f32>
-    %112 = stablehlo.broadcast_in_dim %111, dims = [] : (tensor<f32>) -> tensor<2x2x8x32xf32>
-    %113 = stablehlo.compare EQ, %99, %112, FLOAT : (tensor<2x2x8x32xf32>, tensor<2x2x8x32xf32>) -> tensor<2x2x8x32xi1>
-    %114 = stablehlo.not %113 : tensor<2x2x8x32xi1>
-    %115 = stablehlo.reduce(%114 init: %c_11) applies stablehlo.or across dimensions = [3] : (tensor<2x2x8x32xi1>, tensor<i1>) -> tensor<2x2x8xi1>
-    %116 = stablehlo.reshape %115 : (tensor<2x2x8xi1>) -> tensor<2x2x8x1xi1>
-    %117 = stablehlo.not %116 : tensor<2x2x8x1xi1>
-    %118 = stablehlo.broadcast_in_dim %117, dims = [0, 1, 2, 3] : (tensor<2x2x8x1xi1>) -> tensor<2x2x8x32xi1>
-    %119 = stablehlo.broadcast_in_dim %cst, dims = [0, 1, 2, 3] : (tensor<2x2x8x32xf32>) -> tensor<2x2x8x32xf32>
-    %120 = stablehlo.broadcast_in_dim %108, dims = [0, 1, 2, 3] : (tensor<2x2x8x32xf32>) -> tensor<2x2x8x32xf32>
-    %121 = stablehlo.select %118, %119, %120 : tensor<2x2x8x32xi1>, tensor<2x2x8x32xf32>
-    %122 = stablehlo.reshape %121 : (tensor<2x2x8x32xf32>) -> tensor<4x8x32xf32>
-    %123 = stablehlo.reshape %68 : (tensor<2x2x32x16xf32>) -> tensor<4x32x16xf32>
-    %124 = stablehlo.broadcast_in_dim %123, dims = [0, 1, 2] : (tensor<4x32x16xf32>) -> tensor<4x32x16xf32>
-    %125 = stablehlo.dot_general %122, %124, batching_dims = [0] x [0], contracting_dims = [2] x [1] : (tensor<4x8x32xf32>, tensor<4x32x16xf32>) -> tensor<4x8x16xf32>
-    %126 = stablehlo.reshape %125 : (tensor<4x8x16xf32>) -> tensor<2x2x8x16xf32>
-    %127 = stablehlo.transpose %126, dims = [2, 0, 1, 3] : (tensor<2x2x8x16xf32>) -> tensor<8x2x2x16xf32>
-    %128 = stablehlo.transpose %127, dims = [1, 2, 0, 3] : (tensor<8x2x2x16xf32>) -> tensor<2x2x8x16xf32>
-    %129 = stablehlo.transpose %128, dims = [0, 2, 1, 3] : (tensor<2x2x8x16xf32>) -> tensor<2x8x2x16xf32>
-    %130 = stablehlo.reshape %129 : (tensor<2x8x2x16xf32>) -> tensor<2x8x32xf32>
-    %131 = stablehlo.transpose %arg7, dims = [1, 0] : (tensor<64x32xf32>) -> tensor<32x64xf32>
-    %132 = stablehlo.reshape %130 : (tensor<2x8x32xf32>) -> tensor<16x32xf32>
-    %133 = stablehlo.dot_general %132, %131, contracting_dims = [1] x [0] : (tensor<16x32xf32>, tensor<32x64xf32>) -> tensor<16x64xf32>
-    %134 = stablehlo.reshape %133 : (tensor<16x64xf32>) -> tensor<2x8x64xf32>
-    return %2, %67, %68, %134 : tensor<2x8x64xf32>, tensor<2x2x32x16xf32>, tensor<2x2x32x16xf32>, tensor<2x8x64xf32>
+    %75 = stablehlo.convert %c_1 : (tensor<i64>) -> tensor<f64>
+    %76 = stablehlo.divide %75, %43 : tensor<f64>
+    %77 = stablehlo.ceil %76 : tensor<f64>
+    %78 = stablehlo.convert %77 : (tensor<f64>) -> tensor<i64>
+    %79 = stablehlo.reshape %78 : (tensor<i64>) -> tensor<1xi64>
+    %80 = stablehlo.dynamic_iota %79, dim = 0 : (tensor<1xi64>) -> tensor<32xi64>
+    %81 = stablehlo.multiply %80, %c_0 : tensor<32xi64>
+    %82 = stablehlo.add %81, %c : tensor<32xi64>
+    %83 = stablehlo.reshape %82 : (tensor<32xi64>) -> tensor<1x1x1x32xi64>
+    %84 = stablehlo.reshape %arg1 : (tensor<2x8xi64>) -> tensor<2x1x8x1xi64>
+    %85 = stablehlo.broadcast_in_dim %83, dims = [0, 1, 2, 3] : (tensor<1x1x1x32xi64>) -> tensor<2x1x8x32xi64>
+    %86 = stablehlo.broadcast_in_dim %84, dims = [0, 1, 2, 3] : (tensor<2x1x8x1xi64>) -> tensor<2x1x8x32xi64>
+    %87 = stablehlo.compare LE, %85, %86, SIGNED : (tensor<2x1x8x32xi64>, tensor<2x1x8x32xi64>) -> tensor<2x1x8x32xi1>
+    %88 = stablehlo.broadcast_in_dim %87, dims = [0, 1, 2, 3] : (tensor<2x1x8x32xi1>) -> tensor<2x1x8x32xi1>
+    %89 = stablehlo.broadcast_in_dim %cst_11, dims = [] : (tensor<f32>) -> tensor<2x1x8x32xf32>
+    %90 = stablehlo.broadcast_in_dim %cst_12, dims = [] : (tensor<f32>) -> tensor<2x1x8x32xf32>
+    %91 = stablehlo.select %88, %89, %90 : tensor<2x1x8x32xi1>, tensor<2x1x8x32xf32>
+    %92 = stablehlo.convert %cst_17 : (tensor<1xf64>) -> tensor<1xf32>
+    %93 = stablehlo.reshape %92 : (tensor<1xf32>) -> tensor<f32>
+    %94 = stablehlo.broadcast_in_dim %93, dims = [] : (tensor<f32>) -> tensor<2x2x8x16xf32>
+    %95 = stablehlo.multiply %30, %94 : tensor<2x2x8x16xf32>
+    %96 = stablehlo.transpose %73, dims = [0, 1, 3, 2] : (tensor<2x2x32x16xf32>) -> tensor<2x2x16x32xf32>
+    %97 = stablehlo.broadcast_in_dim %93, dims = [] : (tensor<f32>) -> tensor<2x2x16x32xf32>
+    %98 = stablehlo.multiply %96, %97 : tensor<2x2x16x32xf32>
+    %99 = stablehlo.reshape %95 : (tensor<2x2x8x16xf32>) -> tensor<4x8x16xf32>
+    %100 = stablehlo.reshape %98 : (tensor<2x2x16x32xf32>) -> tensor<4x16x32xf32>
+    %101 = stablehlo.broadcast_in_dim %100, dims = [0, 1, 2] : (tensor<4x16x32xf32>) -> tensor<4x16x32xf32>
+    %102 = stablehlo.dot_general %99, %101, batching_dims = [0] x [0], contracting_dims = [2] x [1] : (tensor<4x8x16xf32>, tensor<4x16x32xf32>) -> tensor<4x8x32xf32>
+    %103 = stablehlo.reshape %102 : (tensor<4x8x32xf32>) -> tensor<2x2x8x32xf32>
+    %104 = stablehlo.broadcast_in_dim %91, dims = [0, 1, 2, 3] : (tensor<2x1x8x32xf32>) -> tensor<2x2x8x32xf32>
+    %105 = stablehlo.add %103, %104 : tensor<2x2x8x32xf32>
+    %106 = stablehlo.reduce(%105 init: %cst_12) applies stablehlo.maximum across dimensions = [3] : (tensor<2x2x8x32xf32>, tensor<f32>) -> tensor<2x2x8xf32>
+    %107 = stablehlo.reshape %106 : (tensor<2x2x8xf32>) -> tensor<2x2x8x1xf32>
+    %108 = stablehlo.broadcast_in_dim %107, dims = [0, 1, 2, 3] : (tensor<2x2x8x1xf32>) -> tensor<2x2x8x32xf32>
+    %109 = stablehlo.subtract %105, %108 : tensor<2x2x8x32xf32>
+    %110 = stablehlo.exponential %109 : tensor<2x2x8x32xf32>
+    %111 = stablehlo.reduce(%110 init: %cst_11) applies stablehlo.add across dimensions = [3] : (tensor<2x2x8x32xf32>, tensor<f32>) -> tensor<2x2x8xf32>
+    %112 = stablehlo.reshape %111 : (tensor<2x2x8xf32>) -> tensor<2x2x8x1xf32>
+    %113 = stablehlo.broadcast_in_dim %112, dims = [0, 1, 2, 3] : (tensor<2x2x8x1xf32>) -> tensor<2x2x8x32xf32>
+    %114 = stablehlo.divide %110, %113 : tensor<2x2x8x32xf32>
+    %115 = stablehlo.convert %cst_18 : tensor<1xf64>
+    %116 = stablehlo.reshape %115 : (tensor<1xf64>) -> tensor<f64>
+    %117 = stablehlo.convert %116 : (tensor<f64>) -> tensor<f32>
+    %118 = stablehlo.broadcast_in_dim %117, dims = [] : (tensor<f32>) -> tensor<2x2x8x32xf32>
+    %119 = stablehlo.compare EQ, %105, %118, FLOAT : (tensor<2x2x8x32xf32>, tensor<2x2x8x32xf32>) -> tensor<2x2x8x32xi1>
+    %120 = stablehlo.not %119 : tensor<2x2x8x32xi1>
+    %121 = stablehlo.reduce(%120 init: %c_13) applies stablehlo.or across dimensions = [3] : (tensor<2x2x8x32xi1>, tensor<i1>) -> tensor<2x2x8xi1>
+    %122 = stablehlo.reshape %121 : (tensor<2x2x8xi1>) -> tensor<2x2x8x1xi1>
+    %123 = stablehlo.not %122 : tensor<2x2x8x1xi1>
+    %124 = stablehlo.broadcast_in_dim %123, dims = [0, 1, 2, 3] : (tensor<2x2x8x1xi1>) -> tensor<2x2x8x32xi1>
+    %125 = stablehlo.broadcast_in_dim %cst, dims = [0, 1, 2, 3] : (tensor<2x2x8x32xf32>) -> tensor<2x2x8x32xf32>
+    %126 = stablehlo.broadcast_in_dim %114, dims = [0, 1, 2, 3] : (tensor<2x2x8x32xf32>) -> tensor<2x2x8x32xf32>
+    %127 = stablehlo.select %124, %125, %126 : tensor<2x2x8x32xi1>, tensor<2x2x8x32xf32>
+    %128 = stablehlo.reshape %127 : (tensor<2x2x8x32xf32>) -> tensor<4x8x32xf32>
+    %129 = stablehlo.reshape %74 : (tensor<2x2x32x16xf32>) -> tensor<4x32x16xf32>
+    %130 = stablehlo.broadcast_in_dim %129, dims = [0, 1, 2] : (tensor<4x32x16xf32>) -> tensor<4x32x16xf32>
+    %131 = stablehlo.dot_general %128, %130, batching_dims = [0] x [0], contracting_dims = [2] x [1] : (tensor<4x8x32xf32>, tensor<4x32x16xf32>) -> tensor<4x8x16xf32>
+    %132 = stablehlo.reshape %131 : (tensor<4x8x16xf32>) -> tensor<2x2x8x16xf32>
+    %133 = stablehlo.transpose %132, dims = [2, 0, 1, 3] : (tensor<2x2x8x16xf32>) -> tensor<8x2x2x16xf32>
+    %134 = stablehlo.transpose %133, dims = [1, 2, 0, 3] : (tensor<8x2x2x16xf32>) -> tensor<2x2x8x16xf32>
+    %135 = stablehlo.transpose %134, dims = [0, 2, 1, 3] : (tensor<2x2x8x16xf32>) -> tensor<2x8x2x16xf32>
+    %136 = stablehlo.reshape %135 : (tensor<2x8x2x16xf32>) -> tensor<2x8x32xf32>
+    %137 = stablehlo.transpose %arg7, dims = [1, 0] : (tensor<64x32xf32>) -> tensor<32x64xf32>
+    %138 = stablehlo.reshape %136 : (tensor<2x8x32xf32>) -> tensor<16x32xf32>
+    %139 = stablehlo.dot_general %138, %137, contracting_dims = [1] x [0] : (tensor<16x32xf32>, tensor<32x64xf32>) -> tensor<16x64xf32>
+    %140 = stablehlo.reshape %139 : (tensor<16x64xf32>) -> tensor<2x8x64xf32>
+    return %2, %73, %74, %140 : tensor<2x8x64xf32>, tensor<2x2x32x16xf32>, tensor<2x2x32x16xf32>, tensor<2x8x64xf32>
   }
   func.func private @piece_2(%arg0: tensor<2x8x64xf32>, %arg1: tensor<2x8x64xf32>, %arg2: tensor<64xf32>, %arg3: tensor<64x64xf32>, %arg4: tensor<64x64xf32>, %arg5: tensor<64x64xf32>) -> (tensor<2x8x64xf32>, tensor<2x8x64xf32>) {
     %cst = stablehlo.constant dense<0.000000e+00> : tensor<f32>
