@@ -9,19 +9,10 @@ from pathlib import Path
 import pytest
 
 from conformance import snapshots
+from conformance.scratch import scratch_cache_variables
 from conformance.implementation import Implementation, NotSupported
 from conformance.plugin import SUITE, TIMES_PROPERTY
 from conformance.support import support  # noqa: F401  (the probes' recorder)
-
-# Cache variables a run points into its own scratch directory unless the caller set them, so the
-# suite never reads or pollutes a cache it was not given.
-_CACHE_VARS = {
-    "TORCH_NEURONX_NEFF_CACHE_DIR": "neff_cache",
-    "TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR": "local_cache",
-    "TORCH_NEURONX_HLO_CACHE_DIR": "hlo_cache",
-    "TORCH_NEURONX_DEBUG_DIR": "debug",
-}
-
 
 @pytest.fixture(scope="session")
 def impl(pytestconfig: pytest.Config) -> Implementation:
@@ -46,10 +37,7 @@ def _cache_scratch(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def _cache_variables(_cache_scratch: Path):
     """While a conformance module runs (its module fixtures included), the cache variables the
     caller did not set point into the session's scratch directory; restored after the module."""
-    with pytest.MonkeyPatch.context() as mp:
-        for var, sub in _CACHE_VARS.items():
-            if var not in os.environ:
-                mp.setenv(var, str(_cache_scratch / sub))
+    with scratch_cache_variables(_cache_scratch):
         yield
 
 

@@ -9,17 +9,11 @@ a run. A test that needs other directories sets them itself; variables the calle
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
-_CACHE_VARS = {
-    "TORCH_NEURONX_NEFF_CACHE_DIR": "neff_cache",
-    "TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR": "local_cache",
-    "TORCH_NEURONX_HLO_CACHE_DIR": "hlo_cache",
-    "TORCH_NEURONX_DEBUG_DIR": "debug",
-}
+from conformance.scratch import scratch_cache_variables
 
 
 @pytest.fixture(scope="session")
@@ -33,8 +27,5 @@ def _unit_cache_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module", autouse=True)
 def _unit_cache_variables(_unit_cache_root: Path):
-    with pytest.MonkeyPatch.context() as mp:
-        for var, sub in _CACHE_VARS.items():
-            if var not in os.environ:
-                mp.setenv(var, str(_unit_cache_root / sub))
+    with scratch_cache_variables(_unit_cache_root):
         yield

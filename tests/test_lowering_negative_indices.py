@@ -74,3 +74,6 @@ def test_the_rewrite_touches_integer_indices_only_and_keeps_eager_values():
     assert len(wheres) == 1, "one integer index tensor, one rewrite; the boolean mask is left alone"
     for w, g in zip(want, gm(*inputs)):
         torch.testing.assert_close(g, w)
+    # a graph lowered again (the same graph through two tools) is not rewritten twice
+    assert not wrap_negative_indices(gm)
+    assert len(gm.graph.find_nodes(op="call_function", target=aten.where.self)) == 1

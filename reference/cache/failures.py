@@ -68,12 +68,13 @@ class FailureRecords:
     def record(self, key: str, *, graph_name: str | None, error: BaseException) -> dict[str, Any]:
         """Count one more failed attempt; returns the record. Raises ``OSError`` if unwritable."""
         rec = self.get(key) or {"key": key, "attempts": 0, "first_failure": time.time()}
+        said = getattr(error, "reason", None) or str(error)  # without the graph name when it has one
         rec.update(
             attempts=int(rec.get("attempts", 0)) + 1,
             last_failure=time.time(),
             graph_name=graph_name,
             error=f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}",
-            message=(getattr(error, "reason", None) or str(error)).splitlines()[0] if str(error) else "",
+            message=said.splitlines()[0] if said else "",
             op=getattr(error, "op", None),
             log=(getattr(error, "compiler_log", "") or str(error))[-_LOG_LIMIT:],
             command=getattr(error, "command", None),

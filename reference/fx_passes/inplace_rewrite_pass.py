@@ -26,6 +26,7 @@ Each skip is recorded in ``gm.meta["fx_inplace_kept"]`` with its reason; each re
 
 from __future__ import annotations
 
+import contextlib
 import operator
 
 import torch
@@ -228,7 +229,7 @@ def _keep_dtype(graph, inplace: Node, new: Node) -> Node:
     try:
         args = torch.fx.node.map_arg(new.args, _example)
         kwargs = torch.fx.node.map_arg(new.kwargs, _example)
-        with fake_mode if fake_mode is not None else _nullcontext():
+        with fake_mode if fake_mode is not None else contextlib.nullcontext():
             after = getattr(args[0], new.target)(*args[1:], **kwargs) if new.op == "call_method" else new.target(*args, **kwargs)
     except Exception:  # values we cannot evaluate on: keep the functional form as it is
         return new
@@ -241,11 +242,3 @@ def _keep_dtype(graph, inplace: Node, new: Node) -> Node:
         cast = graph.call_method("to", (new, before.dtype))
     cast.meta["example_value"] = before
     return cast
-
-
-class _nullcontext:
-    def __enter__(self):
-        return None
-
-    def __exit__(self, *exc):
-        return False

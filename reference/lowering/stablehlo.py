@@ -7,6 +7,7 @@ lines), and the module's function is always named ``main``.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import re
@@ -153,6 +154,9 @@ _INDEXING_OPS = (
 )
 
 
+_WRAPPED = "neuron_nonnegative_index"
+
+
 def wrap_negative_indices(gm: torch.fx.GraphModule) -> bool:
     """Make every integer index tensor of an indexing op non-negative, in place.
 
@@ -175,7 +179,7 @@ def wrap_negative_indices(gm: torch.fx.GraphModule) -> bool:
             val = idx.meta.get("val") if isinstance(idx, torch.fx.Node) else None
             if not isinstance(val, torch.Tensor) or val.dtype == torch.bool or val.is_floating_point():
                 continue
-            if dim >= len(shape) or not isinstance(shape[dim], int):
+            if dim >= len(shape) or not isinstance(shape[dim], int) or idx.meta.get(_WRAPPED):
                 continue
             wrapped[dim] = _wrapped_index(gm, node, idx, val, shape[dim])
             touched = True
@@ -189,25 +193,18 @@ def wrap_negative_indices(gm: torch.fx.GraphModule) -> bool:
 
 def _wrapped_index(gm: torch.fx.GraphModule, user: torch.fx.Node, idx: torch.fx.Node, val: torch.Tensor, size: int):
     mode = getattr(val, "fake_mode", None)
-    with gm.graph.inserting_before(user), (mode if mode is not None else _no_mode()):
+    with gm.graph.inserting_before(user), (mode if mode is not None else contextlib.nullcontext()):
         negative = gm.graph.call_function(_aten.lt.Scalar, (idx, 0))
         negative.meta["val"] = _aten.lt.Scalar(val, 0)
         shifted = gm.graph.call_function(_aten.add.Scalar, (idx, size))
         shifted.meta["val"] = _aten.add.Scalar(val, size)
         out = gm.graph.call_function(_aten.where.self, (negative, shifted, idx))
         out.meta["val"] = _aten.where.self(negative.meta["val"], shifted.meta["val"], val)
+        out.meta[_WRAPPED] = True  # lowering the same graph again leaves it as it is
     for new in (negative, shifted, out):  # errors in them name the indexing op's source line
         if "stack_trace" in user.meta:
             new.meta["stack_trace"] = user.meta["stack_trace"]
     return out
-
-
-class _no_mode:
-    def __enter__(self):
-        return None
-
-    def __exit__(self, *exc):
-        return False
 
 
 # --- where each op of the StableHLO text came from -------------------------------------------------
