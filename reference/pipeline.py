@@ -42,6 +42,7 @@ from reference.core.metrics import METRICS, NeuronCompilationMetrics
 from reference.core.schema import ArtifactMetadata
 from reference.core.specs import LoweredGraph
 from reference.fx_passes import get_default_pass_manager
+from reference.lowering.cost import estimate_flops
 from reference.lowering.stablehlo import input_specs, lower_to_stablehlo, lowering_fingerprint
 from reference.runtime import LoadedArtifact
 from reference.spmd.collectives import has_collectives
@@ -69,7 +70,7 @@ def neff_cache() -> NeffCache | None:
 
 __all__ = [
     "BuiltArtifact", "CompiledGraph", "DEFAULT_KEY", "KeyPolicy", "Lowering", "NATIVE_KEY", "build", "build_artifact",
-    "cache_key", "compile_aten_graph", "has_collectives", "load", "lower", "lower_cached", "neff_cache", "stage",
+    "cache_key", "compile_aten_graph", "has_collectives", "load", "lower", "lower_cached", "neff_cache", "serve", "stage",
     "staged_lowering",
 ]
 
@@ -85,6 +86,8 @@ class Lowering:
     graph: LoweredGraph
     program: SPMDProgram | None = None
     lower_us: int = 0
+    #: the HLO cache key the text is filed under (``None`` for a program, or with caching off)
+    hlo_key: str | None = None
 
     @property
     def replica_groups(self) -> dict[str, list[list[int]]] | None:
@@ -105,21 +108,24 @@ def pass_identity(aten_gm: torch.fx.GraphModule) -> str:
 
 def lower_cached(aten_gm: torch.fx.GraphModule, *, graph_name: str) -> LoweredGraph:
     """``lower_to_stablehlo`` through the HLO cache (off with ``TORCH_NEURONX_NEFF_DISABLE_CACHE``)."""
+    return _lower_keyed(aten_gm, graph_name=graph_name)[0]
+
+
+def _lower_keyed(aten_gm: torch.fx.GraphModule, *, graph_name: str) -> tuple[LoweredGraph, str | None]:
     cache = hlo_cache()
     if cache is None:
         METRICS.bump("lowerings")
-        return lower_to_stablehlo(aten_gm, graph_name=graph_name)
+        return lower_to_stablehlo(aten_gm, graph_name=graph_name), None
     key = create_hlo_cache_key(
         aten_gm, input_specs(aten_gm, graph_name), pass_identity(aten_gm), lowering=lowering_fingerprint()
     )
     hit = cache.get(key)
     if hit is not None:
         METRICS.bump("hlo_cache_hits")
-        return hit
+        return hit, key
     METRICS.bump("lowerings")
     lowered = lower_to_stablehlo(aten_gm, graph_name=graph_name)
-    cache.put(key, lowered)
-    return lowered
+    return lowered, key if cache.put(key, lowered) else None
 
 
 def lower(aten_gm: torch.fx.GraphModule, *, graph_name: str) -> Lowering:
@@ -128,8 +134,8 @@ def lower(aten_gm: torch.fx.GraphModule, *, graph_name: str) -> Lowering:
     if has_collectives(aten_gm):
         program = lower_program(aten_gm, graph_name=graph_name)
         return Lowering(program.lowered(), program, int((time.perf_counter() - start) * 1e6))
-    lowered = lower_cached(aten_gm, graph_name=graph_name)
-    return Lowering(lowered, None, int((time.perf_counter() - start) * 1e6))
+    lowered, key = _lower_keyed(aten_gm, graph_name=graph_name)
+    return Lowering(lowered, None, int((time.perf_counter() - start) * 1e6), hlo_key=key)
 
 
 # --- key ------------------------------------------------------------------------------------------
@@ -321,13 +327,17 @@ def build(lowering: Lowering, compiler_args: Sequence[str], *, graph_name: str, 
 # --- load -----------------------------------------------------------------------------------------
 
 
-def load(built: BuiltArtifact, lowering: Lowering) -> Callable:
-    """The built artifact as a callable taking the graph's inputs and returning its outputs."""
+def load(built: BuiltArtifact, lowering: Lowering, *, resident: Sequence[int] | None = None) -> Callable:
+    """The built artifact as a callable taking the graph's inputs and returning its outputs.
+    ``resident``: the positions of parameters and buffers (default: AOT Autograd's static inputs
+    of the graph being traced)."""
     if lowering.program is not None:
         return LoadedProgram(built.artifact, graph_name=built.graph_name, pieces=lowering.program.pieces)
     return LoadedArtifact(
         built.artifact, graph_name=built.graph_name, input_specs=lowering.graph.input_specs,
-        output_specs=lowering.graph.output_specs, resident=static_input_indices(),
+        output_specs=lowering.graph.output_specs,
+        resident=static_input_indices() if resident is None else resident,
+        work=estimate_flops(lowering.graph.hlo),
     )
 
 
@@ -336,13 +346,17 @@ class CompiledGraph:
     (the debug directory shows it); ``loaded`` is ``None`` in compile-only mode, where outputs
     come from the eager graph."""
 
-    def __init__(self, built: BuiltArtifact, loaded: Callable | None, eager: Callable | None, *, hlo: str = "") -> None:
+    def __init__(
+        self, built: BuiltArtifact, loaded: Callable | None, eager: Callable | None, *, hlo: str = "",
+        lowering: Lowering | None = None,
+    ) -> None:
         self.built = built
         self.loaded = loaded
         self._eager = eager
         self.key = built.key
         self.graph_name = built.graph_name
         self.hlo = hlo
+        self.lowering = lowering
 
     def __call__(self, *args: torch.Tensor):
         if self.loaded is None:
@@ -370,13 +384,32 @@ def compile_aten_graph(
 ) -> CompiledGraph:
     """Lower, key, build (or fetch) and load one ATen graph, recording its metrics once."""
     lowering = lower(aten_gm, graph_name=graph_name)
+    return serve(
+        lowering, compiler_args, graph_name=graph_name, model_name=model_name, fx_passes_us=fx_passes_us,
+        key_policy=key_policy, eager=aten_gm,
+    )
+
+
+def serve(
+    lowering: Lowering,
+    compiler_args: Sequence[str],
+    *,
+    graph_name: str,
+    model_name: str,
+    fx_passes_us: int = 0,
+    key_policy: KeyPolicy = DEFAULT_KEY,
+    eager: Callable | None = None,
+    resident: Sequence[int] | None = None,
+) -> CompiledGraph:
+    """Build (or fetch) and load a lowered graph, recording its metrics once: the tail of
+    :func:`compile_aten_graph`, also taken by a graph served from its plan (no ATen graph)."""
     built = build(lowering, compiler_args, graph_name=graph_name, key_policy=key_policy)
     record_graph_metrics(
         built, model_name=model_name, collectives=lowering.program is not None, node_count=lowering.graph.node_count,
         fx_passes_us=fx_passes_us, lower_us=lowering.lower_us,
     )
-    loaded = None if env.get(env.COMPILE_ONLY) else load(built, lowering)
-    return CompiledGraph(built, loaded, aten_gm, hlo=lowering.graph.hlo)
+    loaded = None if env.get(env.COMPILE_ONLY) else load(built, lowering, resident=resident)
+    return CompiledGraph(built, loaded, eager, hlo=lowering.graph.hlo, lowering=lowering)
 
 
 # --- stage: the deferred flow -----------------------------------------------------------------------

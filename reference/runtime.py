@@ -21,6 +21,14 @@ memory. Crossing the boundary is zero-copy wherever that is safe:
 - outputs come back through DLPack as tensors over the runtime's own buffers (no copy). An output
   that shares memory with a caller's input (the compiler may return an input buffer, or a slice of
   one, for an identity) is cloned, so no output writes through to an input or back.
+
+**How a call runs** (:func:`choose_driver`): IREE's ``local-task`` driver spreads a call over worker
+threads, and the caller waits for them; ``local-sync`` runs it on the caller's thread. Handing a call
+to the workers and waiting costs about 100 µs here, more than all the arithmetic of a small program
+(a decode step of a small decoder), while a large program runs up to the core count faster on the
+workers. So each loaded artifact picks its driver from the work of one call (the caller's estimate,
+:func:`reference.lowering.cost.estimate_flops`): ``local-sync`` up to :data:`SYNC_MAX_FLOPS`,
+``local-task`` above, or the one ``NEURON_REFERENCE_RUNTIME_DRIVER`` names for every artifact.
 """
 
 from __future__ import annotations
@@ -32,31 +40,67 @@ from typing import Sequence
 
 import torch
 
+from reference.core import env
 from reference.core.errors import NEFFExecutionError
 from reference.core.specs import TensorSpec
 
-_DRIVER = "local-task"
+DRIVERS = ("local-sync", "local-task")
+#: Above this many operations per call (about 0.5 ms of one core's arithmetic here) a call is
+#: spread over IREE's worker threads; at or below it, it runs on the caller's thread. Measured on
+#: two MLPs on 2 cores: at 17 MFLOP local-sync took 264 µs and local-task 437 µs; at 67 MFLOP
+#: 978 µs and 941 µs; at 537 MFLOP 9.6 ms and 5.4 ms.
+SYNC_MAX_FLOPS = 1 << 25
 _ALIGN = 64  # IREE's CPU heap imports only 64-byte aligned memory
 _DLPACK_CPU = 1  # DLPack's kDLCPU device type
 
 
+def choose_driver(work: int | None) -> str:
+    """The IREE driver an artifact whose call does ``work`` operations runs on (``None``: not
+    known, the threaded driver); ``NEURON_REFERENCE_RUNTIME_DRIVER`` overrides the choice."""
+    setting = env.get(env.RUNTIME_DRIVER)  # one of "auto" and DRIVERS (env refuses anything else)
+    if setting == "auto":
+        return "local-sync" if work is not None and work <= SYNC_MAX_FLOPS else "local-task"
+    return setting
+
+
+def _binding():
+    """IREE's native runtime module. Imported as ``iree._runtime.libs._runtime`` (what
+    ``iree.runtime._binding`` forwards to) rather than through the ``iree.runtime`` package, whose
+    ``__init__`` also loads its NumPy array helpers and, through them, ``ml_dtypes``: 0.6-0.9 s of
+    every process's first call here, for nothing this runtime uses (it crosses through DLPack)."""
+    from iree._runtime.libs import _runtime
+
+    return _runtime
+
+
+class _Device:
+    """One IREE driver's device, with the VM instance and HAL module every context on it shares."""
+
+    __slots__ = ("device", "instance", "hal")
+
+    def __init__(self, driver: str) -> None:
+        rt = _binding()
+        self.device = rt.get_cached_hal_driver(driver).create_device_by_uri(driver)
+        self.instance = rt.VmInstance()
+        self.hal = rt.create_hal_module(self.instance, self.device)
+
+
 class _Runtime:
-    """One IREE instance and device per process, created on first use."""
+    """One IREE device per driver and process, created on first use."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._config = None
+        self._devices: dict[str, _Device] = {}
 
-    def config(self):
+    def device(self, driver: str = "local-task") -> _Device:
         with self._lock:
-            if self._config is None:
-                import iree.runtime as ireert
-
-                self._config = ireert.Config(_DRIVER)
-            return self._config
+            found = self._devices.get(driver)
+            if found is None:
+                found = self._devices[driver] = _Device(driver)
+            return found
 
     def drop(self) -> None:
-        self._config = None
+        self._devices = {}
 
 
 _RUNTIME = _Runtime()
@@ -128,7 +172,9 @@ class LoadedArtifact:
     """A compiled artifact loaded into the runtime; call it with tensors, get a list of tensors.
 
     ``resident`` names the input positions that hold parameters and buffers: their device
-    buffers are kept between calls (see the module docstring for when they are remade).
+    buffers are kept between calls (see the module docstring for when they are remade). ``work``
+    is the caller's estimate of the operations in one call; it picks the driver
+    (:func:`choose_driver`), which :attr:`driver` names.
     """
 
     def __init__(
@@ -139,9 +185,9 @@ class LoadedArtifact:
         input_specs: Sequence[TensorSpec] = (),
         output_specs: Sequence[TensorSpec] = (),
         resident: Sequence[int] = (),
+        work: int | None = None,
     ) -> None:
-        import iree.runtime as ireert
-
+        rt = _binding()
         self.graph_name = graph_name
         self.input_specs = tuple(input_specs)
         self.output_specs = tuple(output_specs)
@@ -153,18 +199,19 @@ class LoadedArtifact:
         ]
         self._n_in = len(self.input_specs) or None
         self._written: frozenset[int] | None = None  # inputs the program writes: known after the first call
+        self.driver = choose_driver(work)
         try:
-            config = _RUNTIME.config()
-            self._device = config.device
-            self._ctx = ireert.SystemContext(config=config)
-            self._module = ireert.VmModule.copy_buffer(self._ctx.instance, artifact)
-            self._ctx.add_vm_module(self._module)
-            self._vm_ctx = self._ctx.vm_context
-            self._vm_fn = self._ctx.modules.module["main"].vm_function
+            shared = _RUNTIME.device(self.driver)
+            self._device = shared.device
+            self._module = rt.VmModule.copy_buffer(shared.instance, artifact)
+            self._vm_ctx = rt.VmContext(instance=shared.instance, modules=(shared.hal, self._module))
+            self._vm_fn = self._module.lookup_function("main")
+            if self._vm_fn is None:
+                raise RuntimeError("the module has no function named 'main'")
         except Exception as exc:
             raise NEFFExecutionError(f"the runtime could not load the artifact: {exc}", graph_name=graph_name) from exc
-        self._list = ireert.VmVariantList
-        self._view_type = ireert.HalBufferView
+        self._list = rt.VmVariantList
+        self._view_type = rt.HalBufferView
         _LOADED.add(self)
 
     def resident_uploads(self) -> int:
@@ -261,7 +308,6 @@ class LoadedArtifact:
         self._vm_fn = None
         self._vm_ctx = None
         self._module = None
-        self._ctx = None
 
 
 def load(artifact: bytes, **kwargs) -> LoadedArtifact:

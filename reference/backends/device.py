@@ -27,7 +27,7 @@ import torch
 from reference.core import env
 from reference.core.errors import UnsupportedInputError
 
-DEVICE_DESCRIPTION = "the reference runtime (IREE local-task on the host CPU)"
+DEVICE_DESCRIPTION = "the reference runtime (IREE local-sync or local-task on the host CPU)"
 _MARK = "_neuron_reference_device"
 
 

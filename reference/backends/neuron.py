@@ -26,11 +26,11 @@ import warnings
 from typing import Any, Callable, Mapping
 
 import torch
-from torch._dynamo.backends.common import aot_autograd
+from torch._dynamo.backends.common import aot_autograd  # the flattening path of _aot only
 
 from reference.cache.hlo_cache import NO_PASSES, PASS_IDENTITY_META
 from reference.backends import device as _device
-from reference.backends import graph_breaks, precompile
+from reference.backends import graph_breaks, inference_plan, precompile
 from reference.backends.api import preflight
 from reference.backends.debug_artifacts import DEBUG_ARTIFACTS
 from reference.compiler.scope import apply_platform_compiler_args, apply_scoped_compiler_args
@@ -130,6 +130,24 @@ def compile_fx_graph(
         fx_us = int((time.perf_counter() - start) * 1e6)
         pass_identity = manager.uuid()
 
+    # A graph compiled and loaded by the pipeline (not a tool's handler) may have an inference plan:
+    # then a warm start skips AOT Autograd's trace (reference.backends.inference_plan).
+    key = inference_plan.plan_key(gm, example_inputs, pass_identity) if handler is compile_aten_graph else None
+    if key is not None:
+        try:
+            planned = inference_plan.serve_planned(
+                key, len(example_inputs), compiler_args=compiler_args, model_name=model_name, fx_passes_us=fx_us
+            )
+        except NeuronBackendError as exc:
+            return _eager_fallback(exc, gm)
+        if planned is not None:
+            call, compiled, plan = planned
+            _write_debug_artifacts(call.graph_name, plan.aten_code, compiled)
+            from torch._dynamo import disable
+
+            run = disable(_with_fallback(call, gm), reason="a compiled neuron graph")
+            return _device.place(run, user_indices, graph_name=f"{model_name}_dynamo")
+
     def fw_compiler(aten_gm: torch.fx.GraphModule, _aten_inputs: list):
         aot_id, graph_type = _aot_names()
         nth = METRICS.next_graph_index(model_name, aot_id, graph_type)
@@ -138,15 +156,43 @@ def compile_fx_graph(
         compiled = handler(
             aten_gm, graph_name=graph_name, compiler_args=compiler_args, model_name=model_name, fx_passes_us=fx_us
         )
-        _write_debug_artifacts(graph_name, aten_gm, compiled)
+        if key is not None:
+            inference_plan.record(key, inference_plan.plan_for(aten_gm, len(example_inputs), graph_type, compiled))
+        _write_debug_artifacts(graph_name, aten_gm.code, compiled)
         return _with_fallback(compiled, aten_gm)
 
-    aot = aot_autograd(fw_compiler=fw_compiler, bw_compiler=fw_compiler, decompositions=nki_sdpa.decompositions())
     try:
-        compiled_fn = aot(gm, example_inputs)
+        compiled_fn = _aot(gm, example_inputs, fw_compiler, nki_sdpa.decompositions())
     except NeuronBackendError as exc:
         return _eager_fallback(exc, gm)
     return _device.place(compiled_fn, user_indices, graph_name=f"{model_name}_dynamo")
+
+
+def _aot(gm: torch.fx.GraphModule, example_inputs: list, fw_compiler: Callable, decompositions) -> Callable:
+    """AOT Autograd around ``fw_compiler`` (forward, inference and backward graphs alike).
+
+    This is what ``torch._dynamo.backends.common.aot_autograd`` does for flat inputs, called
+    directly: that wrapper also turns on Inductor's AOT logging, and importing it imports Inductor's
+    scheduler (0.25-0.5 s of every process's first compile, for a backend that never uses
+    Inductor). Nested inputs (lists, tuples, dicts) still go through the wrapper, which flattens them.
+    """
+    if any(isinstance(x, (list, tuple, dict)) for x in example_inputs):
+        return aot_autograd(fw_compiler=fw_compiler, bw_compiler=fw_compiler, decompositions=decompositions)(
+            gm, example_inputs
+        )
+    from torch._dynamo import disable
+    from torch._functorch.aot_autograd import aot_module_simplified
+
+    def bw_compiler(*args, **kwargs):
+        # neither the compile of a backward graph nor the callable it returns is traced by Dynamo
+        return disable(disable(fw_compiler, reason="the neuron backward compiler")(*args, **kwargs),
+                       reason="a compiled neuron backward graph")
+
+    compiled = aot_module_simplified(
+        gm, example_inputs, fw_compiler=fw_compiler, bw_compiler=bw_compiler, inference_compiler=fw_compiler,
+        decompositions=decompositions,
+    )
+    return disable(compiled, reason="a compiled neuron graph")
 
 
 def _eager_fallback(exc: NeuronBackendError, gm: torch.fx.GraphModule) -> Callable:
@@ -158,12 +204,12 @@ def _eager_fallback(exc: NeuronBackendError, gm: torch.fx.GraphModule) -> Callab
     return gm.forward
 
 
-def _write_debug_artifacts(graph_name: str, aten_gm: torch.fx.GraphModule, compiled: Any) -> None:
+def _write_debug_artifacts(graph_name: str, fx_code: str, compiled: Any) -> None:
     served = isinstance(compiled, CompiledGraph)  # a tool's handler may return something else
     try:
         DEBUG_ARTIFACTS.write(
             graph_name,
-            fx_code=aten_gm.code,
+            fx_code=fx_code,
             hlo=compiled.hlo if served else None,
             artifact=compiled.built.artifact if served else None,
         )

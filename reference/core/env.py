@@ -29,10 +29,11 @@ def _tmp(name: str) -> str:
 @dataclass(frozen=True)
 class EnvVar:
     name: str
-    kind: str  # "bool", "str", "path", "int", "csv"
+    kind: str  # "bool", "str", "path", "int", "csv", "choice"
     default: Any
     effect: str
     table: str  # which table of the backend reference documents it
+    choices: tuple[str, ...] = ()  # the accepted values of a "choice" (compared in lower case)
 
 
 def _parse(var: EnvVar, raw: str) -> Any:
@@ -51,6 +52,11 @@ def _parse(var: EnvVar, raw: str) -> Any:
         if value <= 0:
             raise EnvVarError(var.name, raw, "a positive integer (seconds)")
         return value
+    if var.kind == "choice":
+        low = raw.strip().lower()
+        if low not in var.choices:
+            raise EnvVarError(var.name, raw, ", ".join(var.choices))
+        return low
     if var.kind == "csv":
         return tuple(part.strip() for part in raw.split(",") if part.strip())
     if var.kind == "path":
@@ -63,8 +69,8 @@ def _parse(var: EnvVar, raw: str) -> Any:
 _VARS: dict[str, EnvVar] = {}
 
 
-def _declare(name: str, kind: str, default: Any, effect: str, table: str) -> str:
-    _VARS[name] = EnvVar(name, kind, default, effect, table)
+def _declare(name: str, kind: str, default: Any, effect: str, table: str, choices: tuple[str, ...] = ()) -> str:
+    _VARS[name] = EnvVar(name, kind, default, effect, table, choices)
     return name
 
 
@@ -100,6 +106,10 @@ CC_FLAGS = _declare(
 ENABLE_NKI_SDPA = _declare(
     "TORCH_NEURONX_ENABLE_NKI_SDPA", "bool", True,
     "route scaled_dot_product_attention to the fused attention path when eligible", B)
+RUNTIME_DRIVER = _declare(
+    "NEURON_REFERENCE_RUNTIME_DRIVER", "choice", "auto",
+    "how the reference's runtime runs a call: auto (by its size), local-sync or local-task", B,
+    choices=("auto", "local-sync", "local-task"))
 
 NEFF_CACHE_DIR = _declare(
     "TORCH_NEURONX_NEFF_CACHE_DIR", "path", None,

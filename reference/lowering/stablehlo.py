@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
+import importlib
 import re
 from typing import Any, Sequence
 
@@ -26,6 +27,13 @@ def decomposition_table() -> dict:
     backend's (:mod:`reference.lowering.decompositions`: sort/topk with a defined tie order, ...)."""
     from torch._decomp import core_aten_decompositions
     from torch_mlir.extras.fx_decomp_util import get_decomposition_table
+
+    if torch.distributed.is_available():
+        # Registers the legacy c10d_functional -> _c10d_functional decompositions into the core
+        # table. Anything that imports Inductor imports it too; importing it here makes the table
+        # (and so every lowering and the op table's fingerprint) the same whatever else the
+        # process imported.
+        importlib.import_module("torch.distributed._functional_collectives")
 
     table = dict(core_aten_decompositions())
     table.update(get_decomposition_table())

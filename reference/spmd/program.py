@@ -31,6 +31,7 @@ from reference.compiler.driver import CompilerDriver
 from reference.core.errors import LoweringError, NEFFExecutionError
 from reference.core.metrics import METRICS
 from reference.core.specs import LoweredGraph, TensorSpec
+from reference.lowering.cost import estimate_flops
 from reference.lowering.stablehlo import _flatten, lower_to_stablehlo, output_specs as _output_specs
 from reference.spmd.collectives import annotate_replica_groups, collective_info, is_collective, is_wait
 from reference.runtime import LoadedArtifact
@@ -488,6 +489,7 @@ class LoadedProgram:
                 graph_name=f"{graph_name}_piece{i}",
                 input_specs=pieces[i].input_specs if i < len(pieces) else (),
                 output_specs=pieces[i].output_specs if i < len(pieces) else (),
+                work=estimate_flops(pieces[i].hlo) if i < len(pieces) else None,
             )
             for i, b in enumerate(binaries)
         ]

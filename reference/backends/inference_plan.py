@@ -1,0 +1,182 @@
+"""Inference graphs without AOT Autograd at run time, and, on a warm start, without its trace.
+
+For most inference graphs AOT Autograd's runtime wrapper has one job: copy the new values of the
+inputs the graph writes (a KV cache, a running statistic) back into the caller's tensors. Its
+general machinery (output aliases regenerated from views, synthetic bases, tensor subclasses,
+effect tokens, autograd) costs on every call and, worse, its trace of the Dynamo graph costs about
+half of a warm process's first call, because the HLO cache is keyed on the ATen graph the trace
+produces.
+
+So, for a graph where nothing but that copy is needed (:func:`plan_for`), the neuron seam
+records an :class:`~reference.cache.plan_cache.InferencePlan` after the cold compile and, on the
+next start, finds it under the Dynamo graph's own key (:func:`plan_key`) and serves the graph from
+the HLO and NEFF caches directly (:func:`serve_planned`): no AOT trace, and a call path of the
+runtime call plus that copy (:class:`PlannedCall`). Every other graph, and any graph whose plan or
+HLO record is missing or unusable, goes through AOT Autograd as before.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from typing import Any, Callable, Sequence
+
+import torch
+
+from reference.cache.hlo_cache import hlo_cache
+from reference.cache.plan_cache import InferencePlan, create_plan_key, input_signature, plan_cache
+from reference.core import env
+from reference.core.metrics import METRICS
+from reference.lowering import decompositions, nki_sdpa, sorting
+from reference.lowering.stablehlo import lowering_fingerprint
+from reference.pipeline import CompiledGraph, Lowering, serve, static_input_indices
+
+log = logging.getLogger(__name__)
+
+
+def _source_digest() -> str:
+    """The code that shapes what a plan stands for without being in the Dynamo graph: this module
+    and the decompositions AOT Autograd applies (the SDPA switch's and the backend's own; torch's
+    and torch-mlir's follow their versions, in the key's tool versions). Read instead of building
+    the decomposition table, which costs a warm start more than a second (it imports torch-mlir)."""
+    digest = hashlib.sha256()
+    for path in (__file__, nki_sdpa.__file__, decompositions.__file__, sorting.__file__):
+        with open(path, "rb") as fh:
+            digest.update(fh.read())
+    return digest.hexdigest()[:16]
+
+
+def plan_key(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], pass_identity: str) -> str | None:
+    """The plan-cache key of a Dynamo graph about to be compiled, or ``None`` when it cannot have a
+    plan: an input that is not a plain tensor, or one that needs gradients (a training graph)."""
+    if env.get(env.NEFF_DISABLE_CACHE) or env.get(env.COMPILE_ONLY):
+        return None
+    signature = input_signature(example_inputs)
+    if signature is None:
+        return None
+    if torch.is_grad_enabled() and any(t.requires_grad for t in example_inputs):
+        return None
+    context = {
+        "grad_enabled": torch.is_grad_enabled(),
+        "autocast_cpu": [torch.is_autocast_enabled("cpu"), str(torch.get_autocast_dtype("cpu"))],
+        "default_dtype": str(torch.get_default_dtype()),
+        "passes": pass_identity,
+        "nki_sdpa": bool(env.get(env.ENABLE_NKI_SDPA)),
+        "lowering": lowering_fingerprint(),
+        "source": _source_digest(),
+    }
+    return create_plan_key(gm, signature, context)
+
+
+def plan_for(aten_gm: torch.fx.GraphModule, n_inputs: int, graph_type: str, compiled: Any) -> InferencePlan | None:
+    """The plan of a graph AOT Autograd just traced (call it inside the forward compiler), or
+    ``None`` when its runtime wrapper does more than copy mutated inputs back (the reason is logged
+    at debug level)."""
+
+    def no(why: str) -> None:
+        log.debug("no inference plan for %s: %s", getattr(compiled, "graph_name", "a graph"), why)
+        return None
+
+    from torch._functorch._aot_autograd.schemas import OutputType, SubclassCreationMeta
+
+    if graph_type != "inference":
+        return no(f"a {graph_type} graph")
+    if not isinstance(compiled, CompiledGraph) or compiled.lowering is None:
+        return no("not served by the pipeline")
+    lowering: Lowering = compiled.lowering
+    if lowering.program is not None or lowering.hlo_key is None:
+        return no("an SPMD program, or a lowering the HLO cache did not keep")
+    tc = torch._guards.TracingContext.try_get()
+    meta = getattr(tc, "fw_metadata", None) if tc is not None else None
+    if meta is None:
+        return no("AOT Autograd's metadata is not available")
+    placeholders = aten_gm.graph.find_nodes(op="placeholder")
+    if len(placeholders) != n_inputs or len(meta.input_info) != n_inputs:
+        return no("AOT Autograd changed the inputs (duplicates, synthetic bases or lifted parameters)")
+    if meta.tokens or meta.num_intermediate_bases or getattr(meta, "num_graphsafe_rng_states", 0):
+        return no("effect tokens, intermediate bases or RNG state")
+    if meta.grad_enabled_mutation is not None or getattr(meta, "num_mutated_graph_handled_indices", 0):
+        return no("the graph changes grad mode or keeps a mutation in the graph")
+    if any(isinstance(m, SubclassCreationMeta) for m in list(meta.subclass_inp_meta) + list(meta.subclass_fw_graph_out_meta)):
+        return no("a tensor subclass")
+    if any(o.output_type is not OutputType.non_alias for o in meta.output_info):
+        return no("an output that aliases an input or an intermediate")
+    mutated = tuple(meta.mutated_inp_runtime_indices)
+    for i in mutated:
+        info = meta.input_info[i]
+        if not info.mutates_data or info.mutates_metadata or info.mutates_storage_metadata or info.mutation_inductor_storage_resize:
+            return no(f"input {i} has its metadata or storage changed")
+    streams = getattr(meta, "mutated_inp_stream_indices", None)
+    if streams and any(s is not None for s in streams):
+        return no("an input mutated on a user stream")
+    outputs = aten_gm.graph.output_node().args[0]
+    if not isinstance(outputs, (list, tuple)) or len(outputs) != len(mutated) + len(meta.output_info):
+        return no("the forward graph's outputs are not the mutated inputs and the user outputs")
+    if len(lowering.graph.output_specs) != len(outputs):
+        return no("the lowered module returns another number of outputs")
+    return InferencePlan(
+        hlo_key=lowering.hlo_key,
+        n_inputs=n_inputs,
+        mutated_inputs=mutated,
+        n_outputs=len(meta.output_info),
+        static_inputs=tuple(static_input_indices()),
+        aten_code=aten_gm.code,
+    )
+
+
+def record(key: str, plan: InferencePlan | None) -> None:
+    cache = plan_cache()
+    if plan is not None and cache is not None:
+        cache.put(key, plan)
+
+
+class PlannedCall:
+    """The call path of a planned graph: the runtime call, then the mutated inputs' new values
+    copied back into the caller's tensors; returns the user outputs."""
+
+    __slots__ = ("_run", "_mutated", "_n_mutated", "graph_name")
+
+    def __init__(self, run: Callable, plan: InferencePlan, graph_name: str) -> None:
+        self._run = run
+        self._mutated = plan.mutated_inputs
+        self._n_mutated = len(plan.mutated_inputs)
+        self.graph_name = graph_name
+
+    def __call__(self, *args: torch.Tensor) -> list[torch.Tensor]:
+        outs = self._run(*args)
+        n = self._n_mutated
+        if not n:
+            return outs
+        with torch.no_grad():
+            for i, new in zip(self._mutated, outs):
+                args[i].detach().copy_(new)  # detach: a leaf that requires grad may be written this way
+        return outs[n:]
+
+
+def serve_planned(
+    key: str, n_inputs: int, *, compiler_args: Sequence[str], model_name: str, fx_passes_us: int
+) -> tuple[PlannedCall, CompiledGraph, InferencePlan] | None:
+    """The graph of plan ``key`` from the caches, or ``None`` (no plan, or its HLO record is gone)."""
+    cache = plan_cache()
+    plan = cache.get(key) if cache is not None else None
+    if plan is None:
+        return None
+    hlo = hlo_cache()
+    lowered = hlo.get(plan.hlo_key) if hlo is not None else None
+    if lowered is None or plan.n_inputs != n_inputs or len(lowered.input_specs) != n_inputs or (
+        len(lowered.output_specs) != len(plan.mutated_inputs) + plan.n_outputs
+    ):
+        log.warning("the plan %s does not fit its graph or its HLO record is gone; tracing the graph again", key)
+        return None
+    from torch._functorch.aot_autograd import AOT_COUNTER
+
+    aot_id = next(AOT_COUNTER)  # the number AOT Autograd would have given it: the same graph names warm or cold
+    nth = METRICS.next_graph_index(model_name, str(aot_id), "inference")
+    graph_name = f"{model_name}_{aot_id}_inference_{nth}"
+    METRICS.bump("hlo_cache_hits")
+    METRICS.bump("plan_cache_hits")
+    compiled = serve(
+        Lowering(lowered, None, 0, hlo_key=plan.hlo_key), compiler_args, graph_name=graph_name, model_name=model_name,
+        fx_passes_us=fx_passes_us, resident=plan.static_inputs,
+    )
+    return PlannedCall(compiled, plan, graph_name), compiled, plan

@@ -1,0 +1,155 @@
+"""The plan cache: a warm start skips AOT Autograd's trace as well as lowering and compiling.
+
+The HLO cache is keyed on the ATen graph, and only AOT Autograd's trace (functionalization and
+decomposition of the Dynamo graph, about half of a warm first call) makes that graph. A *plan* is
+what a cold start learned from that trace for one Dynamo graph, enough to serve the graph again
+without it:
+
+- ``hlo_key``: the HLO cache record that holds the graph's lowering;
+- ``mutated_inputs``: the inputs the graph writes (the compiled program returns their new values
+  first; they are copied back into the caller's tensors after each call, as AOT Autograd's epilogue
+  would);
+- ``n_outputs``: the user outputs that follow them; ``static_inputs``: the positions of parameters
+  and buffers (kept resident by the runtime); ``aten_code``: the ATen graph's code, for the debug
+  directory.
+
+Plans are made only for graphs whose AOT Autograd wrapper would do nothing else at run time (an
+inference graph, no output that aliases an input or an intermediate, data-only input mutations, no
+tensor subclasses or effect tokens); see :mod:`reference.backends.inference_plan`.
+
+Keyed (:func:`create_plan_key`) on the Dynamo graph after the FX passes (its code and constants,
+as the HLO cache fingerprints a graph), the example inputs (dtype, shape, stride, storage offset,
+``requires_grad``, and which inputs share storage), a ``context`` the seam passes (grad mode,
+autocast, pass pipeline, decompositions), and the tool versions. One JSON file per key under
+``<TORCH_NEURONX_HLO_CACHE_DIR>/plans/``, published atomically; an unreadable or foreign record is
+ignored (the graph is traced again and the record replaced). Off with
+``TORCH_NEURONX_NEFF_DISABLE_CACHE``, like the other caches.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import warnings
+from dataclasses import asdict, dataclass
+from typing import Any, Mapping, Sequence
+
+import torch
+
+from reference.cache.errors import CacheFallbackWarning
+from reference.cache.hlo_cache import graph_fingerprint
+from reference.cache.key import KEY_LENGTH, tool_versions
+from reference.core import env
+from reference.core.atomic import write_atomic
+
+log = logging.getLogger(__name__)
+
+RECORD_VERSION = 1
+
+
+@dataclass(frozen=True)
+class InferencePlan:
+    hlo_key: str
+    n_inputs: int
+    mutated_inputs: tuple[int, ...]
+    n_outputs: int
+    static_inputs: tuple[int, ...]
+    aten_code: str
+
+    def as_json(self) -> dict[str, Any]:
+        doc = asdict(self)
+        doc["mutated_inputs"] = list(self.mutated_inputs)
+        doc["static_inputs"] = list(self.static_inputs)
+        return doc
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, Any]) -> "InferencePlan":
+        plan = cls(
+            hlo_key=str(doc["hlo_key"]),
+            n_inputs=int(doc["n_inputs"]),
+            mutated_inputs=tuple(int(i) for i in doc["mutated_inputs"]),
+            n_outputs=int(doc["n_outputs"]),
+            static_inputs=tuple(int(i) for i in doc["static_inputs"]),
+            aten_code=str(doc["aten_code"]),
+        )
+        if any(not 0 <= i < plan.n_inputs for i in plan.mutated_inputs + plan.static_inputs) or plan.n_outputs < 0:
+            raise ValueError("an input position out of range")
+        return plan
+
+
+def input_signature(example_inputs: Sequence[Any]) -> list[Any] | None:
+    """What the key reads of the example inputs, or ``None`` when one is not a plain tensor."""
+    out: list[Any] = []
+    storages: dict[int, int] = {}
+    for i, t in enumerate(example_inputs):
+        if type(t) not in (torch.Tensor, torch.nn.Parameter):
+            return None
+        try:
+            storage = t.untyped_storage().data_ptr()
+        except RuntimeError:  # a tensor without storage (a subclass dressed as a tensor)
+            return None
+        shares = storages.setdefault(storage, i) if t.numel() else i
+        out.append([str(t.dtype), list(t.shape), list(t.stride()), int(t.storage_offset()), bool(t.requires_grad),
+                    t.device.type, shares])
+    return out
+
+
+def create_plan_key(gm: torch.fx.GraphModule, signature: Sequence[Any], context: Mapping[str, Any],
+                    versions: Mapping[str, str] | None = None) -> str:
+    """The plan-cache key of a Dynamo graph: 32 hex characters."""
+    doc = {
+        "graph": graph_fingerprint(gm),
+        "inputs": list(signature),
+        "context": dict(context),
+        "versions": dict(sorted((versions if versions is not None else tool_versions()).items())),
+        "record_version": RECORD_VERSION,
+    }
+    return hashlib.sha256(json.dumps(doc, sort_keys=True, separators=(",", ":"), default=str).encode()).hexdigest()[:KEY_LENGTH]
+
+
+class PlanCache:
+    def __init__(self, root: str) -> None:
+        self.root = os.path.abspath(root)
+
+    def path(self, key: str) -> str:
+        return os.path.join(self.root, f"{key}.json")
+
+    def keys(self) -> list[str]:
+        if not os.path.isdir(self.root):
+            return []
+        return sorted(n[: -len(".json")] for n in os.listdir(self.root) if n.endswith(".json") and not n.startswith("."))
+
+    def get(self, key: str) -> InferencePlan | None:
+        try:
+            with open(self.path(key), encoding="utf-8") as fh:
+                rec = json.load(fh)
+            if rec.get("record_version") != RECORD_VERSION or rec.get("key") != key:
+                raise ValueError("a record of another version or key")
+            return InferencePlan.from_json(rec["plan"])
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+            log.warning("plan cache record %s is not usable (%s); tracing the graph again", key, exc)
+            return None
+
+    def put(self, key: str, plan: InferencePlan) -> bool:
+        """Publish a record; on a directory that cannot be written, warn and return False."""
+        rec = {"record_version": RECORD_VERSION, "key": key, "plan": plan.as_json()}
+        try:
+            os.makedirs(self.root, exist_ok=True)
+            write_atomic(self.path(key), json.dumps(rec), fsync=True)
+            return True
+        except OSError as exc:
+            msg = f"the plan cache at {self.root} could not be written ({exc}); continuing without it"
+            warnings.warn(msg, CacheFallbackWarning, stacklevel=2)
+            log.warning(msg)
+            return False
+
+
+def plan_cache() -> PlanCache | None:
+    """The configured plan cache (beside the HLO cache records), or ``None`` when caching is off."""
+    if env.get(env.NEFF_DISABLE_CACHE):
+        return None
+    return PlanCache(os.path.join(env.get(env.HLO_CACHE_DIR), "plans"))
