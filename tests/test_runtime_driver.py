@@ -1,0 +1,82 @@
+"""The runtime picks IREE's driver per artifact from the arithmetic of one call.
+
+The estimate is read from StableHLO text (``reference.lowering.cost``); the choice and its override
+are ``reference.runtime.choose_driver``. The end-to-end test lowers and compiles real graphs.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from reference import runtime
+from reference.core import env
+from reference.core.errors import EnvVarError
+from reference.lowering.cost import estimate_flops
+
+_TEXT = """
+func.func @main(%arg0: tensor<2x64xf32>, %arg1: tensor<64x192xf32>, %arg2: tensor<8x1x16xf32>, %arg3: tensor<8x16x32xf32>) -> tensor<2x192xf32> {
+    %0 = stablehlo.dot_general %arg0, %arg1, contracting_dims = [1] x [0] : (tensor<2x64xf32>, tensor<64x192xf32>) -> tensor<2x192xf32>
+    %1 = stablehlo.dot_general %arg2, %arg3, batching_dims = [0] x [0], contracting_dims = [2] x [1] : (tensor<8x1x16xf32>, tensor<8x16x32xf32>) -> tensor<8x1x32xf32>
+    %2 = stablehlo.add %0, %0 : tensor<2x192xf32>
+    %3 = stablehlo.convolution(%a, %b) dim_numbers = [b, f, 0, 1]x[o, i, 0, 1]->[b, f, 0, 1], window = {stride = [1, 1]} {batch_group_count = 1 : i64, feature_group_count = 1 : i64} : (tensor<1x3x8x8xf32>, tensor<16x3x3x3xf32>) -> tensor<1x16x6x6xf32>
+    return %2 : tensor<2x192xf32>
+}
+"""
+
+
+def test_the_estimate_counts_contractions_convolutions_and_elements():
+    dot = 2 * (2 * 192) * 64
+    batched = 2 * (8 * 1 * 32) * 16
+    add = 2 * 192
+    conv = 2 * (1 * 16 * 6 * 6) * (3 * 3 * 3)
+    assert estimate_flops(_TEXT) == dot + batched + add + conv
+
+
+def test_a_lowered_linear_counts_at_least_its_matmul():
+    from reference.lowering.stablehlo import lower_to_stablehlo
+
+    m, k, n = 16, 64, 32
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    aten = make_fx(lambda x, w: torch.mm(x, w))(torch.randn(m, k), torch.randn(k, n))
+    flops = estimate_flops(lower_to_stablehlo(aten, graph_name="mm").hlo)
+    assert 2 * m * k * n <= flops <= 2 * m * k * n + 4 * (m * k + k * n + m * n)
+
+
+def test_small_calls_run_on_the_callers_thread_and_large_ones_on_the_workers(monkeypatch):
+    monkeypatch.delenv(env.RUNTIME_DRIVER, raising=False)
+    assert runtime.choose_driver(1000) == "local-sync"
+    assert runtime.choose_driver(runtime.SYNC_MAX_FLOPS) == "local-sync"
+    assert runtime.choose_driver(runtime.SYNC_MAX_FLOPS + 1) == "local-task"
+    assert runtime.choose_driver(None) == "local-task"  # unknown work: the threaded driver
+    monkeypatch.setenv(env.RUNTIME_DRIVER, "LOCAL-TASK")
+    assert runtime.choose_driver(10) == "local-task"
+    monkeypatch.setenv(env.RUNTIME_DRIVER, "local-sync")
+    assert runtime.choose_driver(1 << 40) == "local-sync"
+
+
+def test_an_unknown_driver_is_refused_naming_the_variable(monkeypatch):
+    monkeypatch.setenv(env.RUNTIME_DRIVER, "cuda")
+    with pytest.raises(EnvVarError) as info:
+        runtime.choose_driver(10)
+    assert env.RUNTIME_DRIVER in str(info.value) and "local-sync" in str(info.value)
+
+
+def test_both_drivers_give_the_compiled_graphs_result(monkeypatch):
+    """One artifact, loaded once per driver: the same outputs, equal to eager."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.GELU(), torch.nn.Linear(64, 8)).eval()
+    x = torch.randn(4, 32)
+    outs = {}
+    for driver in runtime.DRIVERS:
+        monkeypatch.setenv(env.RUNTIME_DRIVER, driver)
+        torch._dynamo.reset()
+        with torch.no_grad():
+            outs[driver] = torch.compile(model, backend="neuron", dynamic=False)(x)
+        assert {a.driver for a in runtime._LOADED if a._vm_fn is not None} >= {driver}
+    torch._dynamo.reset()
+    with torch.no_grad():
+        expected = model(x)
+    torch.testing.assert_close(outs["local-sync"], outs["local-task"], rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(outs["local-sync"], expected, rtol=1e-5, atol=1e-5)
