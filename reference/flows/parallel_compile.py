@@ -11,7 +11,10 @@ The deferred half of the parallel-trace flow. For every graph the capture seam s
    (:func:`check_staged_graphs`; the place where whole-set checks such as SPMD's "one artifact per
    graph" belong) before anything compiles;
 3. computes each entry's cache key with ``create_cache_hash`` and compiles every distinct key once,
-   ``workers`` at a time, each in a forked child, printing progress as each ends;
+   ``workers`` at a time, each in a forked child, printing progress as each ends; when as many
+   children run as there are cores, each compiles on one thread
+   (:func:`~reference.compiler.driver.one_thread_per_compile`) instead of all of them threading
+   over the same cores;
 4. builds each entry through the pipeline (:func:`reference.pipeline.build`: a plain module, or
    an SPMD program staged with its pieces and meshes) and publishes it into the NEFF cache, so an
    in-process compile of the same graph with the same arguments is a cache hit afterwards, on
@@ -29,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from reference.cache.staging import StagedGraph, read_staged
+from reference.compiler.driver import one_thread_per_compile
 from reference.compiler.scope import apply_platform_compiler_args
 from reference.core.errors import NeuronBackendError
 from reference.flows.forked import ChildOutcome, run_forked
@@ -104,7 +108,9 @@ def resolve_staged_args(entry: StagedGraph, base_compiler_args: Sequence[str] | 
     return list(apply_platform_compiler_args({"compiler_args": list(base_compiler_args or [])})["compiler_args"]), "base"
 
 
-def _compile_in_child(entry: StagedGraph, args: list[str]) -> dict[str, Any]:
+def _compile_in_child(entry: StagedGraph, args: list[str], one_thread: bool = False) -> dict[str, Any]:
+    if one_thread:  # this forked child is one of as many compiling side by side as there are cores
+        one_thread_per_compile()
     built = build(staged_lowering(entry), args, graph_name=entry.graph_name, key_policy=staged_key_policy(entry))
     return {"key": built.key, "cache_hit": built.cache_hit, "compile_us": 0 if built.cache_hit else built.metadata.compile_time_us}
 
@@ -155,8 +161,11 @@ def parallel_compile(
         by_key.setdefault(key, (entry, args))
 
     keys = list(by_key)
+    running = min(workers, max(1, len(keys)))
+    one_thread = running > 1 and running >= (os.cpu_count() or 1)
     tasks = [
-        (f"graph {by_key[k][0].graph_name!r} (key {k})", (lambda e=by_key[k][0], a=by_key[k][1]: _compile_in_child(e, a)))
+        (f"graph {by_key[k][0].graph_name!r} (key {k})",
+         (lambda e=by_key[k][0], a=by_key[k][1]: _compile_in_child(e, a, one_thread)))
         for k in keys
     ]
     results: dict[str, ChildOutcome] = {}
@@ -172,7 +181,7 @@ def parallel_compile(
             _apply(rec, outcome)
             printer(finished[0], len(keys), rec, outcome.wall_s)
 
-    run_forked(tasks, workers=min(workers, max(1, len(tasks))), timeout=timeout, on_done=done)
+    run_forked(tasks, workers=running, timeout=timeout, on_done=done)
     for rec in records:
         _apply(rec, results[rec.cache_key])
     report = CompileReport(records, workers=workers, wall_s=time.monotonic() - start)
