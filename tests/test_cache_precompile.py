@@ -66,3 +66,5 @@ def test_a_loaded_precompile_cache_skips_dynamo_lowering_and_compiling(tmp_path,
     else:
         assert loaded["counters"].get("compiler_invocations", 0) == 0
         assert loaded["counters"].get("lowerings", 0) == 0
+        # the rebuilt graph found the inference plan the first process wrote: no AOT Autograd trace
+        assert loaded["counters"].get("plan_cache_hits") == 1

@@ -16,7 +16,7 @@ import torch
 from hypothesis import given, settings, strategies as st
 
 from reference.backends import inference_plan, neuron
-from reference.cache.plan_cache import PlanCache, create_plan_key, input_signature, plan_cache
+from reference.cache.plan_cache import PlanCache, create_plan_key, graph_digest, input_signature, plan_cache
 from reference.core import env
 from reference.core.metrics import METRICS
 
@@ -126,7 +126,7 @@ def test_graphs_whose_aot_wrapper_does_more_have_no_plan_and_stay_correct(caches
     torch.testing.assert_close(outs[1], x + 1)
 
     lin = torch.nn.Linear(4, 4)  # a training graph (parameters need gradients): no key at all
-    key = inference_plan.plan_key(torch.fx.symbolic_trace(lin), [x.requires_grad_()], "p")
+    key = inference_plan.plan_key(graph_digest(torch.fx.symbolic_trace(lin)), [x.requires_grad_()], "p")
     assert key is None
 
 
@@ -193,14 +193,14 @@ _SHAPES = st.lists(st.integers(1, 4), min_size=1, max_size=3).map(tuple)
 @given(a=_SHAPES, b=_SHAPES, dtype_a=st.sampled_from([torch.float32, torch.float16]),
        dtype_b=st.sampled_from([torch.float32, torch.float16]))
 def test_the_key_is_equal_exactly_when_the_inputs_look_alike(a, b, dtype_a, dtype_b):
-    gm = _traced()
+    gm = graph_digest(_traced())
     ka = create_plan_key(gm, input_signature([torch.zeros(a, dtype=dtype_a), torch.zeros(a)]), {"c": 1})
     kb = create_plan_key(gm, input_signature([torch.zeros(b, dtype=dtype_b), torch.zeros(b)]), {"c": 1})
     assert (ka == kb) == (a == b and dtype_a == dtype_b)
 
 
 def test_the_key_follows_the_graph_the_context_and_input_storage_sharing():
-    gm = _traced()
+    gm = graph_digest(_traced())
     x, y = torch.zeros(4), torch.zeros(4)
     base = create_plan_key(gm, input_signature([x, y]), {"grad": False})
     assert create_plan_key(gm, input_signature([torch.ones(4), torch.ones(4)]), {"grad": False}) == base  # values do not count
@@ -212,11 +212,11 @@ def test_the_key_follows_the_graph_the_context_and_input_storage_sharing():
     def g(x, y):
         return torch.cos(x) + y
 
-    assert create_plan_key(torch.fx.symbolic_trace(g), input_signature([x, y]), {"grad": False}) != base
+    assert create_plan_key(graph_digest(torch.fx.symbolic_trace(g)), input_signature([x, y]), {"grad": False}) != base
 
 
 def test_the_seams_key_follows_grad_mode_and_the_sdpa_switch(monkeypatch):
-    gm = _traced()
+    gm = graph_digest(_traced())
     inputs = [torch.zeros(4), torch.zeros(4)]
     with torch.no_grad():
         off = inference_plan.plan_key(gm, inputs, "passes-1")
@@ -226,3 +226,53 @@ def test_the_seams_key_follows_grad_mode_and_the_sdpa_switch(monkeypatch):
     monkeypatch.delenv(env.ENABLE_NKI_SDPA)
     assert inference_plan.plan_key(gm, inputs, "passes-1") != off  # grad mode on
     assert input_signature([torch.zeros(2), [torch.zeros(2)]]) is None  # not a plain tensor: no plan
+
+
+def _python_functions_of_one_call(fn, *args) -> set[str]:
+    seen: set[str] = set()
+
+    def profiler(frame, event, _arg):
+        if event == "call":
+            seen.add(frame.f_code.co_filename)
+
+    import sys
+
+    sys.setprofile(profiler)
+    try:
+        fn(*args)
+    finally:
+        sys.setprofile(None)
+    return seen
+
+
+@pytest.mark.parametrize("start", ["cold", "warm"])
+def test_a_planned_call_runs_no_aot_autograd_code(caches, start):
+    """The thin call path: neither a cold nor a warm start leaves AOT Autograd's runtime wrapper on
+    the call path of a graph with a plan (a graph without one keeps it: the control)."""
+    torch.manual_seed(0)
+    model = Counter().eval()
+    x = torch.randn(2, 8)
+    with torch.no_grad():
+        fn = torch.compile(model, backend="neuron", dynamic=False)
+        fn(x)
+        if start == "warm":
+            fn = _warm_compile(model)
+            fn(x)
+        files = _python_functions_of_one_call(fn, x)
+    assert any("reference/runtime.py" in f for f in files)
+    assert not _aot_runtime(files), sorted(files)
+
+    def aliasing(t):
+        return t.view(-1), t + 1
+
+    with torch.no_grad():
+        control = torch.compile(aliasing, backend="neuron", dynamic=False)
+        control(x)
+        assert _aot_runtime(_python_functions_of_one_call(control, x))
+
+
+def _aot_runtime(files: set[str]) -> list[str]:
+    """The files of AOT Autograd's runtime wrapper among ``files`` (Dynamo's guards call two helpers
+    of ``_aot_autograd/utils.py`` on every call of any compiled frame; those are not the wrapper)."""
+    wrapper = ("_aot_autograd/runtime_wrappers.py", "_aot_autograd/subclass_codegen.py", "_functorch/aot_autograd.py")
+    return [f for f in files if f.endswith(wrapper) or "runtime_wrapper" in f]

@@ -7,11 +7,12 @@ effect tokens, autograd) costs on every call and, worse, its trace of the Dynamo
 half of a warm process's first call, because the HLO cache is keyed on the ATen graph the trace
 produces.
 
-So, for a graph where nothing but that copy is needed (:func:`plan_for`), the neuron seam
-records an :class:`~reference.cache.plan_cache.InferencePlan` after the cold compile and, on the
-next start, finds it under the Dynamo graph's own key (:func:`plan_key`) and serves the graph from
-the HLO and NEFF caches directly (:func:`serve_planned`): no AOT trace, and a call path of the
-runtime call plus that copy (:class:`PlannedCall`). Every other graph, and any graph whose plan or
+So, for a graph where nothing but that copy is needed (:func:`plan_for`), the neuron seam makes
+an :class:`~reference.cache.plan_cache.InferencePlan` during the cold compile. It hands Dynamo a
+:class:`PlannedCall` (the runtime call plus that copy) instead of AOT Autograd's wrapper, and
+records the plan; on the next start it finds the plan under the Dynamo graph's own key
+(:func:`plan_key`) and serves the graph from the HLO and NEFF caches directly
+(:func:`serve_planned`): no AOT trace, and the same thin call path. Every other graph, and any graph whose plan or
 HLO record is missing or unusable, goes through AOT Autograd as before.
 """
 
@@ -46,9 +47,11 @@ def _source_digest() -> str:
     return digest.hexdigest()[:16]
 
 
-def plan_key(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], pass_identity: str) -> str | None:
-    """The plan-cache key of a Dynamo graph about to be compiled, or ``None`` when it cannot have a
-    plan: an input that is not a plain tensor, or one that needs gradients (a training graph)."""
+def plan_key(digest: str | Callable[[], str], example_inputs: Sequence[Any], pass_identity: str) -> str | None:
+    """The plan-cache key of a Dynamo graph about to be compiled (``digest``: its
+    :func:`~reference.cache.plan_cache.graph_digest`, or a function that makes it), or ``None``
+    when it cannot have a plan: caching is off, an input is not a plain tensor, or one needs
+    gradients (a training graph)."""
     if env.get(env.NEFF_DISABLE_CACHE) or env.get(env.COMPILE_ONLY):
         return None
     signature = input_signature(example_inputs)
@@ -65,7 +68,7 @@ def plan_key(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], pass_ident
         "lowering": lowering_fingerprint(),
         "source": _source_digest(),
     }
-    return create_plan_key(gm, signature, context)
+    return create_plan_key(digest() if callable(digest) else digest, signature, context)
 
 
 def plan_for(aten_gm: torch.fx.GraphModule, n_inputs: int, graph_type: str, compiled: Any) -> InferencePlan | None:
@@ -81,11 +84,11 @@ def plan_for(aten_gm: torch.fx.GraphModule, n_inputs: int, graph_type: str, comp
 
     if graph_type != "inference":
         return no(f"a {graph_type} graph")
-    if not isinstance(compiled, CompiledGraph) or compiled.lowering is None:
-        return no("not served by the pipeline")
+    if not isinstance(compiled, CompiledGraph) or compiled.lowering is None or compiled.loaded is None:
+        return no("not served by the pipeline, or not loaded (compile-only mode)")
     lowering: Lowering = compiled.lowering
-    if lowering.program is not None or lowering.hlo_key is None:
-        return no("an SPMD program, or a lowering the HLO cache did not keep")
+    if lowering.program is not None:
+        return no("an SPMD program")
     tc = torch._guards.TracingContext.try_get()
     meta = getattr(tc, "fw_metadata", None) if tc is not None else None
     if meta is None:
@@ -115,7 +118,7 @@ def plan_for(aten_gm: torch.fx.GraphModule, n_inputs: int, graph_type: str, comp
     if len(lowering.graph.output_specs) != len(outputs):
         return no("the lowered module returns another number of outputs")
     return InferencePlan(
-        hlo_key=lowering.hlo_key,
+        hlo_key=lowering.hlo_key or "",  # empty when the HLO cache did not keep the text: not stored
         n_inputs=n_inputs,
         mutated_inputs=mutated,
         n_outputs=len(meta.output_info),
@@ -125,8 +128,9 @@ def plan_for(aten_gm: torch.fx.GraphModule, n_inputs: int, graph_type: str, comp
 
 
 def record(key: str, plan: InferencePlan | None) -> None:
+    """Store ``plan`` under ``key`` for the next start (not a plan whose text has no HLO record)."""
     cache = plan_cache()
-    if plan is not None and cache is not None:
+    if plan is not None and plan.hlo_key and cache is not None:
         cache.put(key, plan)
 
 

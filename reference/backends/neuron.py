@@ -28,6 +28,7 @@ from typing import Any, Callable, Mapping
 import torch
 from torch._dynamo.backends.common import aot_autograd  # the flattening path of _aot only
 
+from reference.cache import plan_cache
 from reference.cache.hlo_cache import NO_PASSES, PASS_IDENTITY_META
 from reference.backends import device as _device
 from reference.backends import graph_breaks, inference_plan, precompile
@@ -94,11 +95,14 @@ def compile_fx_graph(
     *,
     seam: str,
     handler: GraphHandler | None = None,
+    graph_digest: str | None = None,
 ) -> Any:
     """Shared body of the seams; returns the callable Dynamo runs.
 
     ``handler(aten_gm, graph_name=, compiler_args=, model_name=, fx_passes_us=)`` does the
     per-graph work and returns the graph's callable; the default compiles and loads it.
+    ``graph_digest``: the :func:`~reference.cache.plan_cache.graph_digest` of the graph as Dynamo
+    made it, when ``gm`` is a copy that no longer shows it (the precompile cache's rebuild).
     """
     preflight()
     if _symbolic(example_inputs):
@@ -115,6 +119,8 @@ def compile_fx_graph(
     compiler_args = list(options["compiler_args"])
     model_name = get_model_name()
 
+    planned = handler is compile_aten_graph  # the pipeline compiles and loads it: it may have a plan
+    digest = (graph_digest or plan_cache.graph_digest(gm)) if planned else ""  # before the passes change it
     fx_us = 0
     eager_gm = gm
     pass_identity = NO_PASSES
@@ -131,22 +137,25 @@ def compile_fx_graph(
         pass_identity = manager.uuid()
 
     # A graph compiled and loaded by the pipeline (not a tool's handler) may have an inference plan:
-    # then a warm start skips AOT Autograd's trace (reference.backends.inference_plan).
-    key = inference_plan.plan_key(gm, example_inputs, pass_identity) if handler is compile_aten_graph else None
+    # then a warm start skips AOT Autograd's trace, and every call its runtime wrapper
+    # (reference.backends.inference_plan).
+    key = inference_plan.plan_key(digest, example_inputs, pass_identity) if planned else None
     if key is not None:
         try:
-            planned = inference_plan.serve_planned(
+            served = inference_plan.serve_planned(
                 key, len(example_inputs), compiler_args=compiler_args, model_name=model_name, fx_passes_us=fx_us
             )
         except NeuronBackendError as exc:
             return _eager_fallback(exc, gm)
-        if planned is not None:
-            call, compiled, plan = planned
+        if served is not None:
+            call, compiled, plan = served
             _write_debug_artifacts(call.graph_name, plan.aten_code, compiled)
             from torch._dynamo import disable
 
             run = disable(_with_fallback(call, gm), reason="a compiled neuron graph")
             return _device.place(run, user_indices, graph_name=f"{model_name}_dynamo")
+
+    made: list = []  # (plan, compiled graph, name) of each graph that needs no AOT runtime wrapper
 
     def fw_compiler(aten_gm: torch.fx.GraphModule, _aten_inputs: list):
         aot_id, graph_type = _aot_names()
@@ -156,8 +165,11 @@ def compile_fx_graph(
         compiled = handler(
             aten_gm, graph_name=graph_name, compiler_args=compiler_args, model_name=model_name, fx_passes_us=fx_us
         )
-        if key is not None:
-            inference_plan.record(key, inference_plan.plan_for(aten_gm, len(example_inputs), graph_type, compiled))
+        plan = inference_plan.plan_for(aten_gm, len(example_inputs), graph_type, compiled) if planned else None
+        if plan is not None:
+            made.append((plan, compiled, graph_name))
+            if key is not None:
+                inference_plan.record(key, plan)
         _write_debug_artifacts(graph_name, aten_gm.code, compiled)
         return _with_fallback(compiled, aten_gm)
 
@@ -165,6 +177,13 @@ def compile_fx_graph(
         compiled_fn = _aot(gm, example_inputs, fw_compiler, nki_sdpa.decompositions())
     except NeuronBackendError as exc:
         return _eager_fallback(exc, gm)
+    if len(made) == 1:  # one inference graph whose wrapper would only copy mutated inputs back
+        plan, compiled, graph_name = made[0]
+        from torch._dynamo import disable
+
+        compiled_fn = disable(
+            _with_fallback(inference_plan.PlannedCall(compiled, plan, graph_name), gm), reason="a compiled neuron graph"
+        )
     return _device.place(compiled_fn, user_indices, graph_name=f"{model_name}_dynamo")
 
 
@@ -309,7 +328,7 @@ def neuron_backend(gm: torch.fx.GraphModule, example_inputs: list, options: Mapp
     if mode not in (None, "default"):
         warnings.warn(f"neuron backend: mode={mode!r} has no effect; compiling with the default mode", stacklevel=2)
     if precompile.enabled():  # TORCH_CACHING_PRECOMPILE: hand PyTorch a rebuildable artifact
-        precompile.record(gm, example_inputs, options, compile_fx_graph)
+        precompile.record(gm, example_inputs, options, compile_fx_graph, graph_digest=plan_cache.graph_digest(gm))
     return compile_fx_graph(gm, example_inputs, options, seam="neuron_libtorch")
 
 

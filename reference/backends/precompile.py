@@ -8,9 +8,10 @@ frames so Dynamo does not trace again.
 
 The neuron backend's artifact is the Dynamo graph module (pickled as code plus attributes), the
 input specs and the backend options: everything needed to rebuild the compiled callable. On load
-it is rebuilt lazily on the first call through the ordinary pipeline, which finds its lowering in
-the HLO cache and its binary in the NEFF cache, so a warm process skips Dynamo tracing, lowering
-and compiling; only AOT Autograd's trace of the small graph runs again.
+it is rebuilt lazily on the first call through the ordinary pipeline, which finds its inference plan
+(``reference.backends.inference_plan``), its lowering in the HLO cache and its binary in the NEFF
+cache, so a warm process skips Dynamo tracing, AOT Autograd's trace, lowering and compiling (a graph
+without a plan is traced by AOT Autograd again).
 """
 
 from __future__ import annotations
@@ -34,9 +35,10 @@ def enabled() -> bool:
 @dataclass
 class _Payload:
     graph: bytes  # pickled GraphModule
-    specs: list[tuple[str, tuple[int, ...], tuple[int, ...]]]
+    specs: list[tuple]  # (dtype, shape, stride[, requires_grad]) per example input
     options: dict[str, Any]
     rebuild: Callable[..., Any]  # the seam's compile function (pickled by its qualified name)
+    graph_digest: str | None = None  # the graph as Dynamo made it (the inference plan's key reads it)
 
 
 def _dtype(name: str) -> torch.dtype:
@@ -53,8 +55,13 @@ class LazyNeuronCallable:
 
     def _build(self):
         gm = pickle.loads(self._payload.graph)
-        example = [torch.empty_strided(shape, stride, dtype=_dtype(dtype)) for dtype, shape, stride in self._payload.specs]
-        return self._payload.rebuild(gm, example, self._payload.options, seam="neuron_libtorch")
+        example = [
+            torch.empty_strided(spec[1], spec[2], dtype=_dtype(spec[0])).requires_grad_(bool(spec[3]) if len(spec) > 3 else False)
+            for spec in self._payload.specs
+        ]  # requires_grad as the first compile saw it: the inference plan's key reads it
+        digest = getattr(self._payload, "graph_digest", None)  # absent from artifacts saved before it was kept
+        extra = {"graph_digest": digest} if digest else {}
+        return self._payload.rebuild(gm, example, self._payload.options, seam="neuron_libtorch", **extra)
 
     def __call__(self, *args):
         if self._compiled is None:
@@ -76,7 +83,8 @@ class NeuronPrecompileArtifact(BackendCacheArtifact):
 
 
 def record(
-    gm: torch.fx.GraphModule, example_inputs: list, options: Mapping[str, Any] | None, rebuild: Callable[..., Any]
+    gm: torch.fx.GraphModule, example_inputs: list, options: Mapping[str, Any] | None, rebuild: Callable[..., Any],
+    *, graph_digest: str | None = None,
 ) -> bool:
     """Record the graph for PyTorch's precompile cache; False when it cannot be (a warning is logged).
 
@@ -90,8 +98,8 @@ def record(
         for t in example_inputs:
             if not isinstance(t, torch.Tensor):
                 raise TypeError(f"a {type(t).__name__} input")
-            specs.append((str(t.dtype), tuple(int(s) for s in t.shape), tuple(int(s) for s in t.stride())))
-        payload = _Payload(pickle.dumps(gm), specs, dict(options or {}), rebuild)
+            specs.append((str(t.dtype), tuple(int(s) for s in t.shape), tuple(int(s) for s in t.stride()), bool(t.requires_grad)))
+        payload = _Payload(pickle.dumps(gm), specs, dict(options or {}), rebuild, graph_digest)
         content = pickle.dumps(payload)
     except Exception as exc:  # an unpicklable graph only loses the precompile shortcut
         log.warning("graph %s is not saved to the precompile cache: %s", backend_id, exc)

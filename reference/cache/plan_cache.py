@@ -17,10 +17,10 @@ Plans are made only for graphs whose AOT Autograd wrapper would do nothing else 
 inference graph, no output that aliases an input or an intermediate, data-only input mutations, no
 tensor subclasses or effect tokens); see :mod:`reference.backends.inference_plan`.
 
-Keyed (:func:`create_plan_key`) on the Dynamo graph after the FX passes (its code and constants,
-as the HLO cache fingerprints a graph), the example inputs (dtype, shape, stride, storage offset,
+Keyed (:func:`create_plan_key`) on the Dynamo graph as Dynamo made it (:func:`graph_digest`: its
+code and constants, as the HLO cache fingerprints a graph), the example inputs (dtype, shape, stride, storage offset,
 ``requires_grad``, and which inputs share storage), a ``context`` the seam passes (grad mode,
-autocast, pass pipeline, decompositions), and the tool versions. One JSON file per key under
+autocast, the FX pass pipeline that runs on the graph, decompositions), and the tool versions. One JSON file per key under
 ``<TORCH_NEURONX_HLO_CACHE_DIR>/plans/``, published atomically; an unreadable or foreign record is
 ignored (the graph is traced again and the record replaced). Off with
 ``TORCH_NEURONX_NEFF_DISABLE_CACHE``, like the other caches.
@@ -96,11 +96,19 @@ def input_signature(example_inputs: Sequence[Any]) -> list[Any] | None:
     return out
 
 
-def create_plan_key(gm: torch.fx.GraphModule, signature: Sequence[Any], context: Mapping[str, Any],
+def graph_digest(gm: torch.fx.GraphModule) -> str:
+    """A digest of a Dynamo graph as Dynamo made it (code and constants, as the HLO cache
+    fingerprints a graph). Taken before the FX passes: the key adds the pass pipeline's identity.
+    A graph that travelled through pickle (the precompile cache) is re-traced on load and its code
+    comes back with other node names, so the precompile artifact carries the digest of the original."""
+    return hashlib.sha256(json.dumps(graph_fingerprint(gm), sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def create_plan_key(digest: str, signature: Sequence[Any], context: Mapping[str, Any],
                     versions: Mapping[str, str] | None = None) -> str:
-    """The plan-cache key of a Dynamo graph: 32 hex characters."""
+    """The plan-cache key of a Dynamo graph (its :func:`graph_digest`): 32 hex characters."""
     doc = {
-        "graph": graph_fingerprint(gm),
+        "graph": digest,
         "inputs": list(signature),
         "context": dict(context),
         "versions": dict(sorted((versions if versions is not None else tool_versions()).items())),
