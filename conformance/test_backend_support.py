@@ -68,12 +68,14 @@ def _captured():
 
 
 _GRAPH_NAME = re.compile(r"\b(\w+?)_\d+_(inference|training)_\d+\b")
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 
 
 def _graph_name_form(text: str) -> str:
-    """``text`` with the process-wide counters of graph names (``<model>_<n>_inference_<k>``) masked:
-    they depend on what the worker compiled before, and would make the checked-in matrices drift."""
-    return _GRAPH_NAME.sub(r"\1_<n>_\2_<k>", text)
+    """``text`` with the process-wide counters of graph names (``<model>_<n>_inference_<k>``) and
+    object addresses (``<function f at 0x7f...>``) masked: they depend on what the worker did
+    before, and would make the checked-in matrices drift."""
+    return _ADDRESS.sub(" at 0x…", _GRAPH_NAME.sub(r"\1_<n>_\2_<k>", text))
 
 
 def _first_line(exc: BaseException) -> str:
