@@ -108,3 +108,23 @@ def test_nothing_is_probed_when_the_backend_decides_a_break(monkeypatch):
     monkeypatch.setattr(optable, "generate", refuse)
     decision = graph_breaks.decide("histc", [torch.empty(8, device="meta")], {})
     assert decision is not None and "histc" in decision.reason
+
+
+def test_the_decomposition_table_does_not_depend_on_what_the_process_imported():
+    """Inductor's import registers composite ops of other namespaces (``quantized_decomposed``) and
+    the legacy collectives' decompositions; the lowering's table, and so the op table's
+    fingerprint, must come out the same in a process that imported it first (two fresh processes)."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys\n"
+        "if sys.argv[1] == 'inductor':\n    import torch._inductor.lowering\n"
+        "from reference.lowering.stablehlo import decomposition_table\n"
+        "print(len(decomposition_table()), sorted(str(k) for k in decomposition_table())[-3:])\n"
+    )
+    outs = [
+        subprocess.run([sys.executable, "-c", probe, first], capture_output=True, text=True, timeout=300, check=True).stdout
+        for first in ("plain", "inductor")
+    ]
+    assert outs[0] == outs[1] and outs[0].strip()

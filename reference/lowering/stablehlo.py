@@ -21,22 +21,30 @@ from reference.core.specs import LoweredGraph, TensorSpec
 from reference.lowering.decompositions import extra_decompositions
 
 
+#: The namespaces whose entries of torch's core decomposition table (and of torch-mlir's, built
+#: from it) the lowering takes. That table also lists the composite-implicit ops of every op namespace the process has touched so far
+#: (``quantized_decomposed`` once Inductor is imported, a test's own namespace, ...): those
+#: decompose on their own during the trace, and keeping them would make the table, and the op
+#: table's fingerprint, depend on what else the process imported.
+CORE_NAMESPACES = ("aten", "c10d_functional", "_c10d_functional")
+
+
 @functools.lru_cache(maxsize=1)
 def decomposition_table() -> dict:
     """The core ATen decompositions, torch-mlir's own table (SDPA, layer norm, ...), and the
-    backend's (:mod:`reference.lowering.decompositions`: sort/topk with a defined tie order, ...)."""
+    backend's (:mod:`reference.lowering.decompositions`: sort/topk with a defined tie order, ...).
+    The same in every process: see :data:`CORE_NAMESPACES`."""
     from torch._decomp import core_aten_decompositions
     from torch_mlir.extras.fx_decomp_util import get_decomposition_table
 
     if torch.distributed.is_available():
         # Registers the legacy c10d_functional -> _c10d_functional decompositions into the core
-        # table. Anything that imports Inductor imports it too; importing it here makes the table
-        # (and so every lowering and the op table's fingerprint) the same whatever else the
-        # process imported.
+        # table; anything that imports Inductor imports it too, so it is imported here always.
         importlib.import_module("torch.distributed._functional_collectives")
 
     table = dict(core_aten_decompositions())
-    table.update(get_decomposition_table())
+    table.update(get_decomposition_table())  # torch-mlir's also lists the touched namespaces' ops
+    table = {op: fn for op, fn in table.items() if getattr(op, "namespace", None) in CORE_NAMESPACES}
     table.update(extra_decompositions())
     return table
 
