@@ -39,7 +39,7 @@ from typing import Any, Mapping, Sequence
 import torch
 
 from reference.cache.errors import CacheFallbackWarning
-from reference.cache.hlo_cache import graph_fingerprint
+from reference.cache.hlo_cache import HloCache, graph_fingerprint
 from reference.cache.key import KEY_LENGTH, tool_versions
 from reference.core import env
 from reference.core.atomic import write_atomic
@@ -117,17 +117,8 @@ def create_plan_key(digest: str, signature: Sequence[Any], context: Mapping[str,
     return hashlib.sha256(json.dumps(doc, sort_keys=True, separators=(",", ":"), default=str).encode()).hexdigest()[:KEY_LENGTH]
 
 
-class PlanCache:
-    def __init__(self, root: str) -> None:
-        self.root = os.path.abspath(root)
-
-    def path(self, key: str) -> str:
-        return os.path.join(self.root, f"{key}.json")
-
-    def keys(self) -> list[str]:
-        if not os.path.isdir(self.root):
-            return []
-        return sorted(n[: -len(".json")] for n in os.listdir(self.root) if n.endswith(".json") and not n.startswith("."))
+class PlanCache(HloCache):
+    """One ``<key>.json`` per plan, laid out as the HLO cache's records (its ``path`` and ``keys``)."""
 
     def get(self, key: str) -> InferencePlan | None:
         try:
