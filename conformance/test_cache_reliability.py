@@ -1,9 +1,12 @@
 """Contract: the NEFF cache under real processes: races, crashes, lock waits, damaged entries, and
 directories that cannot be written.
 
-Every process here is a real, fresh Python process (``conformance/_cache_child.py``) that compiles
+Every process here is a real process of its own (``conformance/_cache_child.py``) that compiles
 and runs the ``mlp`` fixture through the adapter, with every cache kept under a directory the test
-hands out (``impl.cache_env(root)``). Nothing is simulated: kills are SIGKILL to the process group,
+hands out (``impl.cache_env(root)``). The processes fork from a server that has imported torch
+and nothing of the implementation (``conformance/forkserver.py``: about 4 s less per process); one
+that needs what only a fresh interpreter gives (its own ``PYTHONHASHSEED``) starts as a fresh
+interpreter. Nothing is simulated: kills are SIGKILL to the process group,
 a held lock is a compiling process stopped with SIGSTOP, a read-only directory is a read-only
 (bind) mount or mode, a full directory is a tiny tmpfs (both need root or a non-root user; a test
 that can make neither skips with the reason).
@@ -25,6 +28,7 @@ import torch
 
 import neuron_fixtures
 from conformance.child import raise_if_not_supported
+from conformance.forkserver import ForkServer, needs_fresh_interpreter
 from conformance.plugin import SUITE
 from conformance.tolerances import assert_close
 
@@ -36,26 +40,73 @@ def _spec(pytestconfig) -> str:
     return pytestconfig.stash[SUITE].spec
 
 
-class Child:
-    """One fresh process compiling and running the fixture."""
+# What the fork server imports before it forks a child: torch, Dynamo and the suite's own modules
+# the child runs, nothing of the implementation under test.
+PRELOAD = ("torch", "torch._dynamo", "neuron_fixtures", "conformance.child", "conformance.implementation")
 
-    def __init__(self, spec, env, out, *, barrier=None, cwd=None, preexec_fn=None, options=None, attempts=1, pause=None):
+
+def _child_env(env) -> dict[str, str]:
+    full_env = {**os.environ, **env}
+    full_env["PYTHONPATH"] = os.pathsep.join(p for p in [os.getcwd(), *sys.path] if p)
+    return full_env
+
+
+class _Servers:
+    """The module's fork server, started by the first child that can use it."""
+
+    def __init__(self) -> None:
+        self.server: ForkServer | None = None
+
+    def get(self) -> ForkServer:
+        if self.server is None:
+            self.server = ForkServer(PRELOAD, env=_child_env({}))
+        return self.server
+
+    def close(self) -> None:
+        if self.server is not None:
+            self.server.close()
+            self.server = None
+
+
+@pytest.fixture(scope="module", autouse=True)
+def fork_server():
+    """One fork server per module for the children below (conformance/forkserver.py)."""
+    servers = _Servers()
+    Child.servers = servers
+    try:
+        yield servers
+    finally:
+        Child.servers = None
+        servers.close()
+
+
+class Child:
+    """One process of its own compiling and running the fixture: forked from the module's fork
+    server, or a fresh interpreter when its environment needs one."""
+
+    servers: _Servers | None = None
+
+    def __init__(self, spec, env, out, *, barrier=None, cwd=None, options=None, attempts=1, pause=None):
         self.out = str(out)
-        cmd = [sys.executable, "-m", "conformance._cache_child", "--impl", spec, "--out", self.out]
+        args = ["--impl", spec, "--out", self.out]
         if barrier:
-            cmd += ["--barrier", str(barrier)]
+            args += ["--barrier", str(barrier)]
         if options is not None:
-            cmd += ["--options", json.dumps(options)]
+            args += ["--options", json.dumps(options)]
         if attempts != 1:
-            cmd += ["--attempts", str(attempts), "--pause", str(pause)]
-        cmd.append(FIXTURE)
-        self.log = open(f"{self.out}.log", "w")
-        full_env = {**os.environ, **env}
-        full_env["PYTHONPATH"] = os.pathsep.join(p for p in [os.getcwd(), *sys.path] if p)
-        self.proc = subprocess.Popen(
-            cmd, env=full_env, cwd=cwd, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True,
-            preexec_fn=preexec_fn,
-        )
+            args += ["--attempts", str(attempts), "--pause", str(pause)]
+        args.append(FIXTURE)
+        full_env = _child_env(env)
+        server = Child.servers.get() if Child.servers is not None else None
+        if server is not None and not needs_fresh_interpreter(full_env, server.env):
+            open(f"{self.out}.log", "w").close()
+            self.proc = server.spawn("conformance._cache_child", args, env=full_env, log=f"{self.out}.log", cwd=cwd)
+        else:
+            with open(f"{self.out}.log", "w") as log:
+                self.proc = subprocess.Popen(
+                    [sys.executable, "-m", "conformance._cache_child", *args], env=full_env, cwd=cwd, stdout=log,
+                    stderr=subprocess.STDOUT, start_new_session=True,
+                )
         self.pid = self.proc.pid
 
     def result(self, timeout: float = CHILD_TIMEOUT) -> dict:
@@ -64,7 +115,6 @@ class Child:
         except subprocess.TimeoutExpired:
             self.kill()
             pytest.fail(f"child {self.pid} did not finish in {timeout} s (a hang)")
-        self.log.close()
         raise_if_not_supported(rc, open(self.out + ".log").read(), f"child {self.pid}")
         if not os.path.exists(self.out):
             pytest.fail(f"child {self.pid} exited with {rc} and wrote no result:\n{open(self.out + '.log').read()[-4000:]}")

@@ -20,6 +20,7 @@ from conformance.test_cache_reliability import (  # noqa: F401  (fixtures)
     _check_outputs,
     _spec,
     expected,
+    fork_server,
 )
 
 # The module fixture below is expensive: --dist=loadgroup keeps the module on one xdist worker.
