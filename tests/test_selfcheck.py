@@ -1,7 +1,8 @@
 """The selfcheck lane: each deliberately broken implementation is caught, for the right reason.
 
-For every mutant in :mod:`conformance.selfcheck.mutants`, a pytest subprocess runs the conformance
-tests named for it against the mutant (``--conformance-impl conformance.selfcheck.mutants:<name>``); at least
+For every mutant in :mod:`conformance.selfcheck.mutants`, a pytest process of its own (forked from
+a server that has imported torch, :mod:`conformance.forkserver`, so each run skips that import) runs
+the conformance tests named for it against the mutant (``--conformance-impl conformance.selfcheck.mutants:<name>``); at least
 one must fail with a failure text (read from the run's JUnit XML) matching the mutant's pattern.
 Each case writes ``reports/selfcheck/<mutant>.json``; ``python -m conformance.selfcheck.report``
 turns them into ``reports/selfcheck.md``.
@@ -16,15 +17,14 @@ from __future__ import annotations
 import json
 import os
 import re
-import resource
 import subprocess
-import sys
 import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
 
+from conformance.forkserver import ForkServer
 from conformance.selfcheck.mutants import MUTANTS
 from conformance.selfcheck.report import CONTROL
 
@@ -35,23 +35,37 @@ RUN_TIMEOUT_S = 600
 _STRIP = ("CONFORMANCE_", "TORCH_NEURONX_", "NEURON_", "PYTEST_XDIST_", "HYPOTHESIS_")
 
 
-def _children_cpu() -> float:
-    """CPU seconds of the finished child processes (a load-independent measure of a run's cost)."""
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
-
-
-def _run(spec: str | None, tests: list[str], tmp_path: Path) -> dict:
-    junit = tmp_path / "junit.xml"
-    cmd = [sys.executable, "-m", "pytest", *tests, "-n", "0", "-p", "no:cacheprovider", "-q", "-o", "addopts=",
-           f"--junitxml={junit}", "--conformance-report-dir", str(tmp_path / "reports")]
-    if spec:
-        cmd += ["--conformance-impl", spec]
+def _env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(_STRIP)}
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
-    start, cpu0 = time.monotonic(), _children_cpu()
-    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
-    wall, cpu = time.monotonic() - start, _children_cpu() - cpu0
+    return env
+
+
+@pytest.fixture(scope="module")
+def server():
+    """The fork server the runs start from; it imports torch and Dynamo only (not pytest's plugins
+    nor the suite, whose modules pytest must import itself to rewrite their asserts)."""
+    with ForkServer(("torch", "torch._dynamo"), env=_env()) as srv:
+        yield srv
+
+
+def _run(server: ForkServer, spec: str | None, tests: list[str], tmp_path: Path) -> dict:
+    junit = tmp_path / "junit.xml"
+    args = [*tests, "-n", "0", "-p", "no:cacheprovider", "-q", "-o", "addopts=",
+            f"--junitxml={junit}", "--conformance-report-dir", str(tmp_path / "reports")]
+    if spec:
+        args += ["--conformance-impl", spec]
+    log = tmp_path / "run.log"
+    start = time.monotonic()
+    proc = server.spawn("pytest", args, env=_env(), log=str(log), cwd=str(ROOT))
+    try:
+        proc.wait(timeout=RUN_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        pytest.fail(f"the pytest run did not end within {RUN_TIMEOUT_S} s:\n{log.read_text()[-3000:]}")
+    # the run's CPU time and that of the processes it waited for: a load-independent measure of its cost
+    wall, cpu = time.monotonic() - start, proc.cpu_s
     failed: dict[str, str] = {}
     ran = 0
     if junit.exists():
@@ -63,7 +77,7 @@ def _run(spec: str | None, tests: list[str], tmp_path: Path) -> dict:
             if bad:
                 failed[name] = "\n".join(f"{c.get('message', '')}\n{c.text or ''}" for c in bad)
     return {"rc": proc.returncode, "failed": failed, "ran": ran, "wall_s": wall, "cpu_s": cpu,
-            "tail": (proc.stdout + proc.stderr)[-3000:]}
+            "tail": log.read_text(errors="replace")[-3000:]}
 
 
 def _write(record: dict) -> None:
@@ -72,9 +86,9 @@ def _write(record: dict) -> None:
 
 
 @pytest.mark.parametrize("name", sorted(MUTANTS))
-def test_the_suite_catches_the_mutant(name, tmp_path):
+def test_the_suite_catches_the_mutant(name, server, tmp_path):
     mutant = MUTANTS[name]
-    run = _run(f"conformance.selfcheck.mutants:{name}", list(mutant.tests), tmp_path)
+    run = _run(server, f"conformance.selfcheck.mutants:{name}", list(mutant.tests), tmp_path)
     pattern = re.compile(mutant.expect)
     caught = sorted(t for t, text in run["failed"].items() if pattern.search(text))
     why = ("" if caught else
@@ -88,9 +102,9 @@ def test_the_suite_catches_the_mutant(name, tmp_path):
 
 
 @pytest.mark.skipif(os.environ.get("SELFCHECK_CONTROL") != "1", reason="the control run is make selfcheck's (SELFCHECK_CONTROL=1)")
-def test_the_unmutated_reference_passes_the_same_tests(tmp_path):
+def test_the_unmutated_reference_passes_the_same_tests(server, tmp_path):
     tests = sorted({t for m in MUTANTS.values() for t in m.tests})
-    run = _run(None, tests, tmp_path)
+    run = _run(server, None, tests, tmp_path)
     _write({"mutant": CONTROL, "rc": run["rc"], "failed": sorted(run["failed"]), "wall_s": run["wall_s"], "cpu_s": run["cpu_s"],
             "ran": run["ran"]})
     assert run["rc"] == 0 and not run["failed"], f"the reference fails tests the mutants are judged by:\n{run['tail']}"
