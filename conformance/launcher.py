@@ -1,7 +1,7 @@
 """Launch N ranks as real processes on torch.distributed (gloo on loopback) and gather results.
 
-``launch("package.module:function", world_size, kwargs={...})`` starts ``world_size`` fresh Python
-processes. Each joins one gloo process group (TCP rendezvous on 127.0.0.1 at a free port), calls
+``launch("package.module:function", world_size, kwargs={...})`` starts ``world_size`` processes
+(fresh interpreters, or forks of a :func:`rank_server` that imported torch once). Each joins one gloo process group (TCP rendezvous on 127.0.0.1 at a free port), calls
 ``function(**kwargs)`` and returns its value to the parent (``torch.save``, so tensors travel).
 The parent returns the values in rank order.
 
@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
 from conformance.child import exit_not_supported, raise_if_not_supported
+from conformance.forkserver import ForkedProcess, ForkServer, needs_fresh_interpreter
 from conformance.implementation import NotSupported
 
 DEFAULT_TIMEOUT = 180.0
@@ -55,7 +56,7 @@ class RankFailure(AssertionError):
 @dataclass
 class _Rank:
     rank: int
-    proc: subprocess.Popen
+    proc: subprocess.Popen | ForkedProcess
     log_path: str
     result_path: str
 
@@ -92,8 +93,13 @@ def launch(
     kwargs: Mapping[str, Any] | None = None,
     timeout: float = DEFAULT_TIMEOUT,
     env: Mapping[str, str] | None = None,
+    server: ForkServer | None = None,
 ) -> list[Any]:
     """Run ``scenario(**kwargs)`` on ``world_size`` ranks; return each rank's value, in rank order.
+
+    With ``server`` (:func:`rank_server`) the ranks fork from it instead of starting fresh
+    interpreters, which spares each rank the import of torch; a rank whose environment needs a
+    fresh interpreter (:func:`conformance.forkserver.needs_fresh_interpreter`) still gets one.
 
     Raises :class:`RankFailure` when a rank fails, dies or the launch outlives ``timeout``.
     """
@@ -102,7 +108,7 @@ def launch(
     name = scenario_name(scenario)
     for attempt in range(_PORT_RETRIES):
         try:
-            return _launch_once(name, world_size, dict(kwargs or {}), timeout, dict(env or {}))
+            return _launch_once(name, world_size, dict(kwargs or {}), timeout, dict(env or {}), server)
         except RankFailure as exc:
             # The free port can be taken between our probe and rank 0's bind: retry on a new one.
             busy = any("address already in use" in out.lower() or "eaddrinuse" in out.lower() for out in exc.outputs.values())
@@ -111,7 +117,19 @@ def launch(
     raise AssertionError("unreachable")
 
 
-def _launch_once(name: str, world_size: int, kwargs: dict, timeout: float, extra_env: dict) -> list[Any]:
+def _rank_threads(env: Mapping[str, str]) -> str:
+    # Each rank gets one intra-op thread: N ranks share the machine's cores.
+    return env.get("CONFORMANCE_RANK_THREADS", "1")
+
+
+def rank_server(preload: Sequence[str] = ("torch", "torch._dynamo")) -> ForkServer:
+    """A fork server for :func:`launch`, started with the thread settings the ranks get (they are
+    read when torch starts): pass it as ``server=`` to every launch of a module, close it after."""
+    return ForkServer(preload, env=dict(os.environ, OMP_NUM_THREADS=_rank_threads(os.environ)))
+
+
+def _launch_once(name: str, world_size: int, kwargs: dict, timeout: float, extra_env: dict,
+                 server: ForkServer | None) -> list[Any]:
     workdir = tempfile.mkdtemp(prefix="ranks-")
     port = free_port()
     job_path = os.path.join(workdir, "job.pkl")
@@ -123,8 +141,7 @@ def _launch_once(name: str, world_size: int, kwargs: dict, timeout: float, extra
         MASTER_ADDR="127.0.0.1",
         MASTER_PORT=str(port),
         WORLD_SIZE=str(world_size),
-        # Each rank gets one intra-op thread: N ranks share the machine's cores.
-        OMP_NUM_THREADS=env.get("CONFORMANCE_RANK_THREADS", "1"),
+        OMP_NUM_THREADS=_rank_threads(env),
     )
     env.setdefault("GLOO_SOCKET_IFNAME", _loopback_interface())
     ranks: list[_Rank] = []
@@ -133,14 +150,20 @@ def _launch_once(name: str, world_size: int, kwargs: dict, timeout: float, extra
             log_path = os.path.join(workdir, f"rank{r}.log")
             result_path = os.path.join(workdir, f"rank{r}.result")
             renv = dict(env, RANK=str(r), LOCAL_RANK=str(r))
-            with open(log_path, "wb") as log:
-                proc = subprocess.Popen(
-                    [sys.executable, "-m", "conformance.launcher", "--job", job_path, "--rank", str(r), "--result", result_path],
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    env=renv,
-                    start_new_session=True,
-                )
+            args = ["--job", job_path, "--rank", str(r), "--result", result_path]
+            proc: subprocess.Popen | ForkedProcess
+            if server is not None and not needs_fresh_interpreter(renv, server.env):
+                open(log_path, "wb").close()
+                proc = server.spawn("conformance.launcher", args, env=renv, log=log_path)
+            else:
+                with open(log_path, "wb") as log:
+                    proc = subprocess.Popen(
+                        [sys.executable, "-m", "conformance.launcher", *args],
+                        stdout=log,
+                        stderr=subprocess.STDOUT,
+                        env=renv,
+                        start_new_session=True,
+                    )
             ranks.append(_Rank(r, proc, log_path, result_path))
         deadline = time.monotonic() + timeout
         while True:

@@ -18,7 +18,7 @@ import re
 import pytest
 
 from conformance.implementation import NotSupported
-from conformance.launcher import launch
+from conformance.launcher import launch, rank_server
 from conformance.plugin import SUITE
 from conformance.snapshots import assert_mlir
 from conformance.tolerances import assert_close
@@ -48,6 +48,13 @@ def _fresh_cache_env(request, world: int) -> dict[str, str]:
         return {}
 
 
+@pytest.fixture(scope="module")
+def ranks_server():
+    """The module's launches fork their ranks from one server that imported torch once."""
+    with rank_server() as server:
+        yield server
+
+
 def _launch(request, world: int, names: list[str]) -> list[dict]:
     return launch(
         "conformance._spmd_scenarios:run",
@@ -55,6 +62,7 @@ def _launch(request, world: int, names: list[str]) -> list[dict]:
         kwargs={"impl_spec": _spec(request.config), "names": names},
         timeout=LAUNCH_TIMEOUT,
         env=_fresh_cache_env(request, world),
+        server=request.getfixturevalue("ranks_server"),
     )
 
 

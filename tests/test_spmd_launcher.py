@@ -1,7 +1,8 @@
 """conformance.launcher: N real rank processes on gloo; failures and hangs carry the rank's output.
 
 The scenarios below run inside the launched ranks (this module is importable there through the
-PYTHONPATH the tests pass).
+PYTHONPATH the tests pass). The ranks fork from a rank server (as the suite's SPMD module does),
+except in one case that starts fresh interpreters, the launcher's path without a server.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conformance.launcher import RankFailure, launch
+from conformance.launcher import RankFailure, launch, rank_server
 
 pytestmark = pytest.mark.slow
 ENV = {"PYTHONPATH": os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")])}
@@ -54,35 +55,43 @@ def rank1_hangs():
     return dist.get_rank()
 
 
-@pytest.mark.parametrize("world", [2, 4])
-def test_results_come_back_in_rank_order(world):
-    results = launch(f"{__name__}:sum_of_ranks", world, env=ENV, timeout=120)
+@pytest.fixture(scope="module")
+def server():
+    with rank_server() as srv:
+        yield srv
+
+
+@pytest.mark.parametrize("world, forked", [(2, False), (4, True)], ids=["fresh-2", "forked-4"])
+def test_results_come_back_in_rank_order(world, forked, request):
+    server = request.getfixturevalue("server") if forked else None
+    results = launch(f"{__name__}:sum_of_ranks", world, env=ENV, timeout=120, server=server)
     assert [r["rank"] for r in results] == list(range(world))
     assert all(r["world"] == world for r in results)
     assert all(float(r["sum"]) == sum(range(world)) for r in results)
 
 
-def test_a_rank_that_dies_fails_the_launch_with_its_output():
+def test_a_rank_that_dies_fails_the_launch_with_its_output(server):
     with pytest.raises(RankFailure) as info:
-        launch(f"{__name__}:rank1_dies", 2, env=ENV, timeout=120)
+        launch(f"{__name__}:rank1_dies", 2, env=ENV, timeout=120, server=server)
     # rank 0 may fail too in the same instant (gloo sees its peer vanish); rank 1 is always named
     assert 1 in info.value.ranks
     assert info.value.returncodes[1] == 3
     assert "rank one says goodbye" in str(info.value) and "status 3" in str(info.value)
 
 
-def test_a_rank_that_raises_reports_its_traceback():
+def test_a_rank_that_raises_reports_its_traceback(server):
     with pytest.raises(RankFailure) as info:
-        launch(f"{__name__}:rank1_raises", 2, env=ENV, timeout=120)
+        launch(f"{__name__}:rank1_raises", 2, env=ENV, timeout=120, server=server)
     assert 1 in info.value.ranks
     assert "ValueError: a bad value on rank one" in str(info.value)
 
 
-def test_a_hung_rank_is_killed_at_the_bound_and_named():
+def test_a_hung_rank_is_killed_at_the_bound_and_named(server):
+    # forked ranks start in well under a second, so a short bound still lets rank 0 finish first
     with pytest.raises(RankFailure) as info:
-        launch(f"{__name__}:rank1_hangs", 2, env=ENV, timeout=25)
+        launch(f"{__name__}:rank1_hangs", 2, env=ENV, timeout=12, server=server)
     assert 1 in info.value.ranks
-    assert "did not finish within 25s" in str(info.value)
+    assert "did not finish within 12s" in str(info.value)
     assert "rank one is stuck" in info.value.outputs[1]
 
 
