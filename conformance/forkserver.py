@@ -44,7 +44,10 @@ from typing import Mapping, Sequence
 
 # Variables read when the interpreter or the preloaded modules start: a request that changes one
 # of them needs a fresh interpreter (TORCH_NEURONX_* and NEURON_* are read when used, not here).
-_READ_AT_START = ("PYTHON", "TORCHINDUCTOR_", "TORCHDYNAMO_", "TORCH_COMPILE", "TORCH_LOGS", "OMP_", "MKL_")
+_READ_AT_START = (
+    "PYTHON", "PYTORCH_", "TORCHINDUCTOR_", "TORCHDYNAMO_", "TORCH_COMPILE", "TORCH_LOGS", "TORCH_CPP_",
+    "TORCH_SHOW_CPP_STACKTRACES", "OMP_", "MKL_",
+)
 
 
 def needs_fresh_interpreter(env: Mapping[str, str], server_env: Mapping[str, str]) -> bool:

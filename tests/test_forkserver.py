@@ -153,6 +153,7 @@ def test_a_preload_that_fails_is_a_clear_error(tmp_path):
         ({"PYTHONHASHSEED": "4242"}, True),
         ({"TORCHINDUCTOR_FX_GRAPH_CACHE": "0"}, True),
         ({"OMP_NUM_THREADS": "7"}, True),
+        ({"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"}, True),
         ({"TORCH_NEURONX_NEFF_CACHE_DIR": "/elsewhere"}, False),
         ({"NEURON_LIBTORCH_SPMD_STRICT": "1"}, False),
         ({"PYTHONPATH": "/elsewhere"}, False),
