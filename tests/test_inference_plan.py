@@ -215,7 +215,7 @@ def test_the_key_follows_the_graph_the_context_and_input_storage_sharing():
     assert create_plan_key(graph_digest(torch.fx.symbolic_trace(g)), input_signature([x, y]), {"grad": False}) != base
 
 
-def test_the_seams_key_follows_grad_mode_and_the_sdpa_switch(monkeypatch):
+def test_the_seams_key_follows_grad_mode_the_sdpa_switch_and_aot_autograds_config(monkeypatch):
     gm = graph_digest(_traced())
     inputs = [torch.zeros(4), torch.zeros(4)]
     with torch.no_grad():
@@ -225,6 +225,11 @@ def test_the_seams_key_follows_grad_mode_and_the_sdpa_switch(monkeypatch):
         assert inference_plan.plan_key(gm, inputs, "passes-1") != off
     monkeypatch.delenv(env.ENABLE_NKI_SDPA)
     assert inference_plan.plan_key(gm, inputs, "passes-1") != off  # grad mode on
+    with torch.no_grad():
+        assert inference_plan.plan_key(gm, inputs, "passes-1") == off
+        flipped = not torch._functorch.config.view_replay_for_aliased_outputs
+        with torch._functorch.config.patch(view_replay_for_aliased_outputs=flipped):
+            assert inference_plan.plan_key(gm, inputs, "passes-1") != off  # AOT Autograd configured otherwise
     assert input_signature([torch.zeros(2), [torch.zeros(2)]]) is None  # not a plain tensor: no plan
 
 

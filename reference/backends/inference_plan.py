@@ -19,6 +19,7 @@ HLO record is missing or unusable, goes through AOT Autograd as before.
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 from typing import Any, Callable, Sequence
 
@@ -47,6 +48,15 @@ def _source_digest() -> str:
     return digest.hexdigest()[:16]
 
 
+def _aot_config_digest() -> str:
+    """AOT Autograd's configuration (``torch._functorch.config``, in the portable form its own
+    cache keys on): a process that changed it traces graphs differently, so it gets other plans."""
+    import torch._functorch.config as aot_config
+
+    text = json.dumps(aot_config.save_config_portable(), sort_keys=True, default=repr)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
 def plan_key(digest: str | Callable[[], str], example_inputs: Sequence[Any], pass_identity: str) -> str | None:
     """The plan-cache key of a Dynamo graph about to be compiled (``digest``: its
     :func:`~reference.cache.plan_cache.graph_digest`, or a function that makes it), or ``None``
@@ -67,6 +77,7 @@ def plan_key(digest: str | Callable[[], str], example_inputs: Sequence[Any], pas
         "nki_sdpa": bool(env.get(env.ENABLE_NKI_SDPA)),
         "lowering": lowering_fingerprint(),
         "source": _source_digest(),
+        "aot_config": _aot_config_digest(),
     }
     return create_plan_key(digest() if callable(digest) else digest, signature, context)
 
