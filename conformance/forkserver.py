@@ -57,6 +57,19 @@ def needs_fresh_interpreter(env: Mapping[str, str], server_env: Mapping[str, str
     return any(env.get(k) != server_env.get(k) for k in names)
 
 
+def start_module(module: str, args: Sequence[str], *, env: Mapping[str, str], log: str, cwd: str | None = None,
+                 server: "ForkServer | None" = None) -> "subprocess.Popen | ForkedProcess":
+    """``python -m module *args`` as a process of its own (its own session; standard output and
+    error written to the file ``log``): forked from ``server`` when there is one and ``env`` allows
+    it (:func:`needs_fresh_interpreter`), a fresh interpreter otherwise."""
+    if server is not None and not needs_fresh_interpreter(env, server.env):
+        open(log, "wb").close()
+        return server.spawn(module, args, env=env, log=log, cwd=cwd)
+    with open(log, "wb") as out:
+        return subprocess.Popen([sys.executable, "-m", module, *args], env=dict(env), cwd=cwd, stdout=out,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+
+
 class ForkServerError(RuntimeError):
     """The server could not start (a preload failed) or died; the message has its output."""
 

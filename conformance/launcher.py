@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
 from conformance.child import exit_not_supported, raise_if_not_supported
-from conformance.forkserver import ForkedProcess, ForkServer, needs_fresh_interpreter
+from conformance.forkserver import ForkedProcess, ForkServer, start_module
 from conformance.implementation import NotSupported
 
 DEFAULT_TIMEOUT = 180.0
@@ -99,7 +99,8 @@ def launch(
 
     With ``server`` (:func:`rank_server`) the ranks fork from it instead of starting fresh
     interpreters, which spares each rank the import of torch; a rank whose environment needs a
-    fresh interpreter (:func:`conformance.forkserver.needs_fresh_interpreter`) still gets one.
+    fresh interpreter (:func:`conformance.forkserver.needs_fresh_interpreter`) still gets one
+    (:func:`conformance.forkserver.start_module`).
 
     Raises :class:`RankFailure` when a rank fails, dies or the launch outlives ``timeout``.
     """
@@ -151,19 +152,7 @@ def _launch_once(name: str, world_size: int, kwargs: dict, timeout: float, extra
             result_path = os.path.join(workdir, f"rank{r}.result")
             renv = dict(env, RANK=str(r), LOCAL_RANK=str(r))
             args = ["--job", job_path, "--rank", str(r), "--result", result_path]
-            proc: subprocess.Popen | ForkedProcess
-            if server is not None and not needs_fresh_interpreter(renv, server.env):
-                open(log_path, "wb").close()
-                proc = server.spawn("conformance.launcher", args, env=renv, log=log_path)
-            else:
-                with open(log_path, "wb") as log:
-                    proc = subprocess.Popen(
-                        [sys.executable, "-m", "conformance.launcher", *args],
-                        stdout=log,
-                        stderr=subprocess.STDOUT,
-                        env=renv,
-                        start_new_session=True,
-                    )
+            proc = start_module("conformance.launcher", args, env=renv, log=log_path, server=server)
             ranks.append(_Rank(r, proc, log_path, result_path))
         deadline = time.monotonic() + timeout
         while True:

@@ -28,7 +28,7 @@ import torch
 
 import neuron_fixtures
 from conformance.child import raise_if_not_supported
-from conformance.forkserver import ForkServer, needs_fresh_interpreter
+from conformance.forkserver import ForkServer, start_module
 from conformance.plugin import SUITE
 from conformance.tolerances import assert_close
 
@@ -98,15 +98,8 @@ class Child:
         args.append(FIXTURE)
         full_env = _child_env(env)
         server = Child.servers.get() if Child.servers is not None else None
-        if server is not None and not needs_fresh_interpreter(full_env, server.env):
-            open(f"{self.out}.log", "w").close()
-            self.proc = server.spawn("conformance._cache_child", args, env=full_env, log=f"{self.out}.log", cwd=cwd)
-        else:
-            with open(f"{self.out}.log", "w") as log:
-                self.proc = subprocess.Popen(
-                    [sys.executable, "-m", "conformance._cache_child", *args], env=full_env, cwd=cwd, stdout=log,
-                    stderr=subprocess.STDOUT, start_new_session=True,
-                )
+        self.proc = start_module("conformance._cache_child", args, env=full_env, log=f"{self.out}.log", cwd=cwd,
+                                 server=server)
         self.pid = self.proc.pid
 
     def result(self, timeout: float = CHILD_TIMEOUT) -> dict:

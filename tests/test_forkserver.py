@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conformance.forkserver import ForkServer, ForkServerError, needs_fresh_interpreter
+from conformance.forkserver import ForkedProcess, ForkServer, ForkServerError, needs_fresh_interpreter, start_module
 
 CHILD = '''
 import json, os, subprocess, sys, time
@@ -36,6 +36,8 @@ if mode == "spin":
         pass
 if mode == "raise":
     raise ValueError("the module raised")
+if mode == "hashseed":
+    print("hash_randomization", sys.flags.hash_randomization)
 '''
 
 
@@ -166,3 +168,17 @@ def test_which_environments_need_a_fresh_interpreter(changed, fresh):
     # a variable the server had and the child drops counts as a change too
     if changed and fresh:
         assert needs_fresh_interpreter(base, {**base, **changed})
+
+
+def test_start_module_forks_when_it_can_and_starts_a_fresh_interpreter_when_the_env_needs_one(server, tmp_path):
+    env = {k: v for k, v in server.env.items() if k != "PYTHONHASHSEED"}
+    forked = start_module("fs_child", ["hashseed"], env=env, log=str(tmp_path / "forked.log"), server=server)
+    assert isinstance(forked, ForkedProcess) and forked.wait(timeout=60) == 0
+    assert "hash_randomization 1" in (tmp_path / "forked.log").read_text()
+    # PYTHONHASHSEED=0 turns hash randomization off, which only a new interpreter can do
+    fresh = start_module("fs_child", ["hashseed"], env={**env, "PYTHONHASHSEED": "0"}, log=str(tmp_path / "fresh.log"),
+                         server=server)
+    assert isinstance(fresh, subprocess.Popen) and fresh.wait(timeout=60) == 0
+    assert "hash_randomization 0" in (tmp_path / "fresh.log").read_text()
+    alone = start_module("fs_child", ["hashseed"], env=env, log=str(tmp_path / "alone.log"))
+    assert isinstance(alone, subprocess.Popen) and alone.wait(timeout=60) == 0
