@@ -230,6 +230,8 @@ def test_the_seams_key_follows_grad_mode_the_sdpa_switch_and_aot_autograds_confi
         flipped = not torch._functorch.config.view_replay_for_aliased_outputs
         with torch._functorch.config.patch(view_replay_for_aliased_outputs=flipped):
             assert inference_plan.plan_key(gm, inputs, "passes-1") != off  # AOT Autograd configured otherwise
+        with torch._functorch.config.patch(bundled_autograd_cache=True):  # as aot_compile sets it
+            assert inference_plan.plan_key(gm, inputs, "passes-1") is None
     assert input_signature([torch.zeros(2), [torch.zeros(2)]]) is None  # not a plain tensor: no plan
 
 

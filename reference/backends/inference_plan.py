@@ -60,9 +60,14 @@ def _aot_config_digest() -> str:
 def plan_key(digest: str | Callable[[], str], example_inputs: Sequence[Any], pass_identity: str) -> str | None:
     """The plan-cache key of a Dynamo graph about to be compiled (``digest``: its
     :func:`~reference.cache.plan_cache.graph_digest`, or a function that makes it), or ``None``
-    when it cannot have a plan: caching is off, an input is not a plain tensor, or one needs
-    gradients (a training graph)."""
+    when it cannot have a plan: caching is off, an input is not a plain tensor, one needs
+    gradients (a training graph), or AOT Autograd is asked to bundle what it compiles into its own
+    cache entry (``aot_compile`` does), which takes AOT's compiled output and not a planned call."""
     if env.get(env.NEFF_DISABLE_CACHE) or env.get(env.COMPILE_ONLY):
+        return None
+    import torch._functorch.config as aot_config
+
+    if aot_config.bundled_autograd_cache:
         return None
     signature = input_signature(example_inputs)
     if signature is None:
