@@ -105,14 +105,16 @@ class ForkedProcess:
 
 
 class ForkServer:
-    """The parent's handle on a server process; see the module doc. Use as a context manager."""
+    """The parent's handle on a server process; see the module doc. Use as a context manager.
+
+    The server process starts with the first :meth:`spawn` (a fixture that makes one costs
+    nothing when its tests skip); ``env`` is the environment it starts with."""
 
     def __init__(self, preload: Sequence[str], *, env: Mapping[str, str] | None = None) -> None:
+        self.preload = list(preload)
         self.env = dict(os.environ if env is None else env)
-        self._proc = subprocess.Popen(
-            [sys.executable, "-m", "conformance.forkserver", *preload],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=self.env,
-        )
+        self._proc: subprocess.Popen | None = None
+        self._closed = False
         self._cond = threading.Condition()
         self._ready = False
         self._next_id = 0
@@ -120,10 +122,20 @@ class ForkServer:
         self._ended: dict[int, tuple[int, float]] = {}  # pid -> (exit code, cpu seconds)
         self._gone = False
         self._reader = threading.Thread(target=self._read, name="forkserver-reader", daemon=True)
-        self._reader.start()
+
+    def _start(self) -> subprocess.Popen:
+        if self._closed:
+            raise ForkServerError("the fork server was closed; start another to spawn more children")
+        if self._proc is None:
+            self._proc = subprocess.Popen(
+                [sys.executable, "-m", "conformance.forkserver", *self.preload],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=self.env,
+            )
+            self._reader.start()
+        return self._proc
 
     def _read(self) -> None:
-        assert self._proc.stdout is not None
+        assert self._proc is not None and self._proc.stdout is not None
         for line in self._proc.stdout:
             msg = json.loads(line)
             with self._cond:
@@ -139,6 +151,7 @@ class ForkServer:
             self._cond.notify_all()
 
     def _dead(self, what: str) -> ForkServerError:
+        assert self._proc is not None
         return ForkServerError(f"the fork server (pid {self._proc.pid}) {what}; exit status {self._proc.poll()}")
 
     def spawn(self, module: str, args: Sequence[str], *, env: Mapping[str, str], log: str,
@@ -147,15 +160,16 @@ class ForkServer:
         in ``cwd`` (default: the server's), standard output and error appended to the file ``log``,
         standard input from /dev/null, in a session of its own."""
         request = {"module": module, "args": list(args), "env": dict(env), "log": str(log), "cwd": cwd}
+        proc = self._start()
         with self._cond:
             self._cond.wait_for(lambda: self._ready or self._gone)
             if not self._ready:
                 raise self._dead("exited before it was ready (a preloaded module failed to import: see its stderr)")
             self._next_id += 1
             rid = request["id"] = self._next_id
-            assert self._proc.stdin is not None
-            self._proc.stdin.write((json.dumps(request) + "\n").encode())
-            self._proc.stdin.flush()
+            assert proc.stdin is not None
+            proc.stdin.write((json.dumps(request) + "\n").encode())
+            proc.stdin.flush()
             self._cond.wait_for(lambda: rid in self._started or self._gone)
             if rid not in self._started:
                 raise self._dead("died before it started a child")
@@ -175,6 +189,9 @@ class ForkServer:
 
     def close(self) -> None:
         """End the server; it kills the children still running first."""
+        self._closed = True
+        if self._proc is None:
+            return
         if self._proc.stdin and not self._proc.stdin.closed:
             with contextlib.suppress(OSError):
                 self._proc.stdin.close()

@@ -1,8 +1,9 @@
 """Launch N ranks as real processes on torch.distributed (gloo on loopback) and gather results.
 
 ``launch("package.module:function", world_size, kwargs={...})`` starts ``world_size`` processes
-(fresh interpreters, or forks of a :func:`rank_server` that imported torch once). Each joins one gloo process group (TCP rendezvous on 127.0.0.1 at a free port), calls
-``function(**kwargs)`` and returns its value to the parent (``torch.save``, so tensors travel).
+(fresh interpreters, or forks of a :func:`rank_server` that imported torch once). Each joins one
+gloo process group (TCP rendezvous on 127.0.0.1 at a free port), calls ``function(**kwargs)`` and
+returns its value to the parent (``torch.save``, so tensors travel).
 The parent returns the values in rank order.
 
 A rank that raises, exits or dies fails the whole launch at once: the other ranks are killed (they

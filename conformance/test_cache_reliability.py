@@ -51,40 +51,23 @@ def _child_env(env) -> dict[str, str]:
     return full_env
 
 
-class _Servers:
-    """The module's fork server, started by the first child that can use it."""
-
-    def __init__(self) -> None:
-        self.server: ForkServer | None = None
-
-    def get(self) -> ForkServer:
-        if self.server is None:
-            self.server = ForkServer(PRELOAD, env=_child_env({}))
-        return self.server
-
-    def close(self) -> None:
-        if self.server is not None:
-            self.server.close()
-            self.server = None
-
-
 @pytest.fixture(scope="module", autouse=True)
 def fork_server():
-    """One fork server per module for the children below (conformance/forkserver.py)."""
-    servers = _Servers()
-    Child.servers = servers
-    try:
-        yield servers
-    finally:
-        Child.servers = None
-        servers.close()
+    """One fork server per module for the children below (conformance/forkserver.py); it starts
+    with the first child."""
+    with ForkServer(PRELOAD, env=_child_env({})) as server:
+        Child.server = server
+        try:
+            yield server
+        finally:
+            Child.server = None
 
 
 class Child:
     """One process of its own compiling and running the fixture: forked from the module's fork
     server, or a fresh interpreter when its environment needs one."""
 
-    servers: _Servers | None = None
+    server: ForkServer | None = None  # set by the module's fork_server fixture
 
     def __init__(self, spec, env, out, *, barrier=None, cwd=None, options=None, attempts=1, pause=None):
         self.out = str(out)
@@ -97,9 +80,8 @@ class Child:
             args += ["--attempts", str(attempts), "--pause", str(pause)]
         args.append(FIXTURE)
         full_env = _child_env(env)
-        server = Child.servers.get() if Child.servers is not None else None
         self.proc = start_module("conformance._cache_child", args, env=full_env, log=f"{self.out}.log", cwd=cwd,
-                                 server=server)
+                                 server=Child.server)
         self.pid = self.proc.pid
 
     def result(self, timeout: float = CHILD_TIMEOUT) -> dict:

@@ -182,3 +182,15 @@ def test_start_module_forks_when_it_can_and_starts_a_fresh_interpreter_when_the_
     assert "hash_randomization 0" in (tmp_path / "fresh.log").read_text()
     alone = start_module("fs_child", ["hashseed"], env=env, log=str(tmp_path / "alone.log"))
     assert isinstance(alone, subprocess.Popen) and alone.wait(timeout=60) == 0
+
+
+def test_the_server_starts_with_the_first_child_and_refuses_children_once_closed(workdir, tmp_path):
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(workdir), *sys.path]))
+    srv = ForkServer(("json",), env=env)
+    assert srv._proc is None, "a server nobody used started a process"
+    assert srv.spawn("fs_child", ["report"], env=env, log=str(tmp_path / "first.log")).wait(timeout=60) == 0
+    srv.close()
+    with pytest.raises(ForkServerError, match="closed"):
+        srv.spawn("fs_child", ["report"], env=env, log=str(tmp_path / "late.log"))
+    unused = ForkServer(("json",), env=env)
+    unused.close()  # closing one that never started is fine

@@ -24,6 +24,7 @@ import logging
 from typing import Any, Callable, Sequence
 
 import torch
+import torch._functorch.config as aot_config  # loaded by torch._dynamo already
 
 from reference.cache.hlo_cache import hlo_cache
 from reference.cache.plan_cache import InferencePlan, create_plan_key, input_signature, plan_cache
@@ -51,8 +52,6 @@ def _source_digest() -> str:
 def _aot_config_digest() -> str:
     """AOT Autograd's configuration (``torch._functorch.config``, in the portable form its own
     cache keys on): a process that changed it traces graphs differently, so it gets other plans."""
-    import torch._functorch.config as aot_config
-
     text = json.dumps(aot_config.save_config_portable(), sort_keys=True, default=repr)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
@@ -65,8 +64,6 @@ def plan_key(digest: str | Callable[[], str], example_inputs: Sequence[Any], pas
     cache entry (``aot_compile`` does), which takes AOT's compiled output and not a planned call."""
     if env.get(env.NEFF_DISABLE_CACHE) or env.get(env.COMPILE_ONLY):
         return None
-    import torch._functorch.config as aot_config
-
     if aot_config.bundled_autograd_cache:
         return None
     signature = input_signature(example_inputs)
