@@ -41,7 +41,7 @@ support-docs: $(STAMP)
 
 # The same runs compared with the checked-in matrices: prints the diff and fails on any drift.
 support-drift: $(STAMP)
-	$(PY) -m conformance.support_docs --check -n 2
+	$(PY) -m conformance.support_docs --check --as-other-machine -n 2
 
 # The strict lane: the SPMD guard rails raise instead of warning, and a stale expectation entry is
 # an error; its reports go to reports/<impl>/strict/, beside the default lane's.

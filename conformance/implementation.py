@@ -18,9 +18,26 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import os
+import platform
 from typing import Any, Callable, Mapping, Sequence
 
 DEFAULT_IMPL = "conformance.adapters.reference:make"
+
+
+def machine_facts() -> dict[str, str]:
+    """The machine as the harness sees it: architecture and CPU model, and the cores this process
+    may run on (its affinity, not the machine's count)."""
+    model = ""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as fh:
+            model = next((ln.split(":", 1)[1].strip() for ln in fh if ln.startswith(("model name", "CPU part"))), "")
+    except OSError:
+        pass
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    return {"host": f"{platform.machine()}:{model}", "cores": str(cores)}
 
 
 class NotSupported(BaseException):
@@ -145,8 +162,16 @@ class Implementation:
 
     # --- identity -----------------------------------------------------------------------------
     def versions(self) -> dict[str, str]:
-        """Versions of what shapes results: at least torch, the lowering, the compiler."""
+        """Versions of what shapes results: at least torch, the lowering, the compiler. Nothing
+        that depends on the machine the run happened on (that is :meth:`machine`): the checked-in
+        support matrices compare these, and they must read the same on every machine."""
         return {}
+
+    def machine(self) -> dict[str, str]:
+        """Facts about the machine the run happened on (CPU, cores), reported beside the versions
+        and never compared. The default is what the harness sees; an implementation whose
+        artifacts are keyed on its own notion of the host reports that instead."""
+        return machine_facts()
 
     def backend_names(self) -> dict[str, str]:
         """Registered ``torch.compile`` backend names by role: ``compile`` (required), and

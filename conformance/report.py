@@ -45,7 +45,7 @@ def write(
         atomic_write(out / "compile-times.svg", chart)
     atomic_write(out / "summary.md", render_markdown(summary, chart_file="compile-times.svg" if chart else None))
     if support.observations:
-        text = _support.render(impl.name, summary["versions"], support.observations, support.order())
+        text = _support.render(impl.name, summary["versions"], support.observations, support.order(), machine=summary["machine"])
         atomic_write(out / "support.md", text)
     if models is not None and models.rows:
         atomic_write(out / "models.md", models_report.render(impl.name, summary["versions"], models.rows))
@@ -75,6 +75,7 @@ def summarize(impl, suite, results: dict, support, compile_times: list, stale: l
             "expectations": suite.expectations().path,
         },
         "versions": impl.versions(),
+        "machine": impl.machine(),
         "environment": environment,
         "started": _iso(suite.started),
         "finished": _iso(time.time()),
@@ -115,6 +116,8 @@ def render_markdown(summary: dict, chart_file: str | None = None) -> str:
         f"`pytest {' '.join(summary['invocation']['args'])}`.",
         "",
         "Versions: " + (", ".join(f"{k} `{v}`" for k, v in summary["versions"].items()) or "(none reported)"),
+        "",
+        _support.machine_line(summary.get("machine") or {}),
         "",
         "**" + ", ".join(f"{t[o]} {o}" for o in OUTCOMES if t[o] or o in ("passed", "failed")) + "**",
         "",

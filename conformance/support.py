@@ -22,6 +22,9 @@ the tables.
 from __future__ import annotations
 
 import json
+import os
+import re
+import tempfile
 from typing import Any, Iterable
 
 import pytest
@@ -146,8 +149,45 @@ def merge(observations: Iterable[dict[str, Any]]) -> dict[tuple[str, str], dict[
     return rows
 
 
-def render(implementation: str, versions: dict[str, str], observations: Iterable[dict[str, Any]], order: list[tuple[str, str]] | None = None) -> str:
-    """Markdown for ``support.md``: one table per :data:`TABLES` entry, rows in probe order."""
+def portable(text: str) -> str:
+    """``text`` with the paths that depend on the machine or the user written as a user would
+    write them: the temporary directory as ``$TMPDIR``, the cache home as ``$XDG_CACHE_HOME``, the
+    home directory as ``~`` and a numeric user id in a folder name as ``<uid>``. A matrix made on
+    another machine, by another user or with another ``TMPDIR`` then reads the same."""
+    subs = {tempfile.gettempdir(): "$TMPDIR", os.path.expanduser("~"): "~"}
+    if os.environ.get("XDG_CACHE_HOME"):
+        subs[os.environ["XDG_CACHE_HOME"]] = "$XDG_CACHE_HOME"
+    for real, shown in sorted(subs.items(), key=lambda kv: -len(kv[0])):
+        real = real.rstrip("/")
+        if real and real != "~":
+            text = re.sub(re.escape(real) + r"(?=[/'\"`\s,;)]|$)", lambda _m, shown=shown: shown, text)
+    if hasattr(os, "getuid"):
+        uid = re.compile(rf"(?<=[-_/]){os.getuid()}(?=[/'\"`\s,;)]|$)")
+        text = re.sub(r"(?:\$TMPDIR|\$XDG_CACHE_HOME|~)?/[^\s'\"`,;)]*", lambda m: uid.sub("<uid>", m.group(0)), text)
+    return text
+
+
+#: The first word of the line that holds the machine facts: ``conformance.support_docs`` leaves
+#: that line out of the checked-in matrices, so they read the same whichever machine made them.
+MACHINE_PREFIX = "Machine:"
+
+
+def machine_line(machine: dict[str, str]) -> str:
+    facts = ", ".join(f"{k} `{v}`" for k, v in machine.items()) or "(none reported)"
+    return f"{MACHINE_PREFIX} {facts} (facts about this run, not part of the matrix)"
+
+
+def render(
+    implementation: str,
+    versions: dict[str, str],
+    observations: Iterable[dict[str, Any]],
+    order: list[tuple[str, str]] | None = None,
+    *,
+    machine: dict[str, str] | None = None,
+) -> str:
+    """Markdown for ``support.md``: one table per :data:`TABLES` entry, rows in probe order.
+    ``versions`` are compared wherever a matrix is; ``machine`` (host, cores) goes on a line of
+    its own that the checked-in copies leave out."""
     rows = merge(observations)
     order = [k for k in (order or []) if k in rows] + sorted(k for k in rows if k not in (order or []))
     lines = [
@@ -158,6 +198,8 @@ def render(implementation: str, versions: dict[str, str], observations: Iterable
         "",
         "Versions: " + (", ".join(f"{k} `{v}`" for k, v in versions.items()) or "(none reported)"),
     ]
+    if machine is not None:
+        lines.append(machine_line(machine))
     for table, (title, first) in TABLES.items():
         keys = [k for k in order if k[0] == table]
         if not keys:
@@ -165,7 +207,7 @@ def render(implementation: str, versions: dict[str, str], observations: Iterable
         lines += ["", f"## {title}", "", f"| {first} | Status | Notes |", "|---|---|---|"]
         for key in keys:
             r = rows[key]
-            notes = r["notes"].replace("|", "\\|")
+            notes = portable(r["notes"]).replace("|", "\\|")
             lines.append(f"| `{key[1]}` | {r['status']} | {notes} |")
     return "\n".join(lines) + "\n"
 

@@ -95,7 +95,14 @@ class ReferenceImplementation(Implementation):
     def versions(self) -> dict[str, str]:
         from reference.cache.key import tool_versions
 
-        return dict(tool_versions())
+        # the host identity keys the reference's artifacts, but it is a fact about the machine,
+        # reported by machine(), not a version the checked-in matrices compare
+        return {k: v for k, v in tool_versions().items() if k != "host"}
+
+    def machine(self) -> dict[str, str]:
+        from reference.compiler.driver import host_identity
+
+        return {**super().machine(), "host": host_identity()}
 
     def backend_names(self) -> dict[str, str]:
         return {"compile": "neuron"}

@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
 from reference.core.errors import CompilerArgumentError, NEFFCompilationError
+from reference.core import env
 
 DEFAULT_OPTLEVEL = 1
 #: The optimization levels, and their short flags: the one -O grammar (the runner's
@@ -250,7 +251,15 @@ def compiler_version() -> str:
 
 
 def host_identity() -> str:
-    """Machine architecture and CPU model: artifacts built for ``host`` only run on a like CPU."""
+    """Machine architecture and CPU model: artifacts built for ``host`` only run on a like CPU.
+
+    ``NEURON_REFERENCE_HOST_IDENTITY`` replaces what the machine reports: for a fleet whose CPUs
+    run each other's code under different model strings, or to check that nothing checked in
+    depends on the machine that made it. A wrong value makes a cache serve artifacts to a CPU
+    that cannot run them, so set it only where that holds."""
+    override = env.get(env.HOST_IDENTITY)
+    if override:
+        return override
     model = ""
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as fh:

@@ -110,6 +110,10 @@ RUNTIME_DRIVER = _declare(
     "NEURON_REFERENCE_RUNTIME_DRIVER", "choice", "auto",
     "how the reference's runtime runs a call: auto (by its size), local-sync or local-task", B,
     choices=("auto", "local-sync", "local-task"))
+HOST_IDENTITY = _declare(
+    "NEURON_REFERENCE_HOST_IDENTITY", "str", None,
+    "the host identity (architecture:CPU model) that keys artifacts built for the host; "
+    "unset, it is read from the machine", B)
 
 NEFF_CACHE_DIR = _declare(
     "TORCH_NEURONX_NEFF_CACHE_DIR", "path", None,
