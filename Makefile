@@ -8,13 +8,13 @@ IMPL ?=
 IMPL_ARG := $(if $(IMPL),--conformance-impl $(IMPL),)
 BASE ?= main
 
-.PHONY: all venv conformance test strict selfcheck bench snapshot-review models optable support-docs support-drift lint-workflows clean
+.PHONY: all venv conformance test strict selfcheck bench snapshot-review models optable support-docs support-drift lint-workflows suite-alone clean
 
 all: test
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test,models]'
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[reference,test,models]'
 	touch $(STAMP)
 
 venv: $(STAMP)
@@ -71,6 +71,21 @@ selfcheck: $(STAMP)
 models: $(STAMP)
 	CONFORMANCE_MODELS=all $(PY) -m pytest conformance/test_models.py -n $(JOBS) $(IMPL_ARG) --conformance-lane models
 
+# The suite installed on its own, as a backend team installs it: a virtual environment with torch
+# and the suite's dependencies only (no torch-mlir, no IREE, no reference extra), then the suite run
+# from another directory against torch's aot_eager through its built-in adapter. Fails if the
+# compiler stack is importable there or if any test fails or errors.
+SUITE_VENV ?= .venv-suite
+SUITE_PY := $(SUITE_VENV)/bin/python
+SUITE_STAMP := $(SUITE_VENV)/.installed
+$(SUITE_STAMP): pyproject.toml
+	test -x $(SUITE_PY) || $(PYTHON) -m venv $(SUITE_VENV)
+	$(SUITE_PY) -m pip install --quiet --disable-pip-version-check torch==2.13.0
+	$(SUITE_PY) -m pip install --quiet --disable-pip-version-check -e .
+	touch $(SUITE_STAMP)
+suite-alone: $(SUITE_STAMP)
+	$(SUITE_PY) scripts/suite_alone.py -n $(JOBS)
+
 # Regenerate the checked-in op table (reference/lowering/optable.json) from the installed tools.
 optable: $(STAMP)
 	$(PY) -c "import sys; from reference.lowering.optable import main; sys.exit(main(['--write']))"
@@ -87,5 +102,5 @@ bench: $(STAMP)
 	$(PY) -m benchmarks --repeat $(REPEAT) $(BENCH)
 
 clean:
-	rm -rf $(VENV) $(TOOLS) reports/reference reports/bench reports/selfcheck reports/selfcheck.md \
+	rm -rf $(VENV) $(SUITE_VENV) $(TOOLS) reports/reference reports/bench reports/selfcheck reports/selfcheck.md \
 		reports/snapshot-review.md reports/snapshot-review.html .pytest_cache .hypothesis
