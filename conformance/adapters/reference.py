@@ -235,7 +235,12 @@ class ReferenceImplementation(Implementation):
     # --- compile caches -----------------------------------------------------------------
     def cache_hash(self, hlo, compiler_args, input_specs, *, versions=None, replica_groups=None, breakdown=False):
         from reference.cache.key import create_cache_hash
+        from reference.compiler.driver import host_identity
 
+        if versions is not None and "host" not in versions:
+            # the caller's versions are versions() (tool versions); the key also holds the host the
+            # artifact is built for, a machine fact that versions() leaves to machine()
+            versions = {**versions, "host": host_identity()}
         return create_cache_hash(
             hlo, compiler_args, input_specs, versions, replica_groups=replica_groups, breakdown=breakdown
         )
