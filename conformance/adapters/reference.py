@@ -98,7 +98,7 @@ class ReferenceImplementation(Implementation):
         return dict(tool_versions())
 
     def backend_names(self) -> dict[str, str]:
-        return {"compile": "neuron"}
+        return {"compile": "neuron", "capture": "neuron_libtorch_graph_capture", "native": "neuron_native_lite"}
 
     def compile(
         self,
