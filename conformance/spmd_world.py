@@ -86,6 +86,65 @@ def collect(out_dirs: Sequence[str], world: int) -> list[dict]:
     return [torch.load(found[r], weights_only=False) for r in range(world)]
 
 
+class AgentsFailed(AssertionError):
+    """A torchrun agent exited with a failure or the world ran past its timeout; carries the logs."""
+
+
+def run_on_hosts(
+    hosts: Sequence[dict[str, str]], *, nproc: int, scenarios: Sequence[str], roots: Sequence[str],
+    impl_spec: str | None = None, timeout: float = 600.0,
+) -> list[dict]:
+    """Start one ``torchrun`` agent per host on this machine (``--nnodes len(hosts)``, c10d
+    rendezvous on loopback), each with ``hosts[i]`` added to its environment and ``roots[i]`` as
+    its own directory (``out/`` and ``agent.log`` go there), ``nproc`` ranks each running this
+    module with ``scenarios``; return every rank's results in rank order. Raises
+    :class:`AgentsFailed` with every agent's log when one fails or ``timeout`` passes (the agents
+    and their ranks are killed)."""
+    import signal
+    import subprocess
+    import time
+
+    from conformance.launcher import free_port
+
+    port = free_port()
+    command = [
+        sys.executable, "-m", "torch.distributed.run", "--nnodes", str(len(hosts)), "--nproc-per-node", str(nproc),
+        "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", f"conformance-{port}",
+        "--local-addr", "127.0.0.1", "--max-restarts", "0", "-m", "conformance.spmd_world", "--scenarios", ",".join(scenarios),
+    ] + (["--impl", impl_spec] if impl_spec else [])
+    agents = []
+    start = time.monotonic()
+    try:
+        for extra, root in zip(hosts, roots):
+            env = {**os.environ, "OMP_NUM_THREADS": "1", "GLOO_SOCKET_IFNAME": _loopback_interface(), **extra}
+            with open(os.path.join(root, "agent.log"), "wb") as log:
+                agents.append(subprocess.Popen(command + ["--out", os.path.join(root, "out")], env=env, stdout=log,
+                                               stderr=subprocess.STDOUT, start_new_session=True))
+        while any(a.poll() is None for a in agents):
+            if any(a.poll() not in (None, 0) for a in agents) or time.monotonic() - start > timeout:
+                break
+            time.sleep(0.2)
+    finally:
+        for a in agents:
+            if a.poll() is None:
+                try:
+                    os.killpg(a.pid, signal.SIGKILL)  # the agent and the ranks it started
+                except ProcessLookupError:
+                    pass
+            a.wait()
+    codes = [a.returncode for a in agents]
+    if any(c != 0 for c in codes):
+        logs = []
+        for host, (code, root) in enumerate(zip(codes, roots)):
+            with open(os.path.join(root, "agent.log"), encoding="utf-8", errors="replace") as fh:
+                logs.append(f"--- host {host} (torchrun exit status {code}):\n{fh.read()[-4000:]}")
+        raise AgentsFailed(
+            f"torchrun on {len(hosts)} hosts x {nproc} ranks failed or ran past {timeout:g} s after "
+            f"{time.monotonic() - start:.0f} s:\n" + "\n".join(logs)
+        )
+    return collect([os.path.join(root, "out") for root in roots], len(hosts) * nproc)
+
+
 def _loopback_interface() -> str:
     names = [name for _, name in socket.if_nameindex()] if hasattr(socket, "if_nameindex") else []
     return next((n for n in ("lo", "lo0") if n in names), names[0] if names else "lo")

@@ -15,18 +15,13 @@ master from the environment torchrun set.
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from conformance.implementation import NotSupported
-from conformance.launcher import free_port
 from conformance.plugin import SUITE
-from conformance.spmd_world import collect
+from conformance.spmd_world import AgentsFailed, run_on_hosts
 from conformance.tolerances import assert_close
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("spmd_ranks"), pytest.mark.capability("spmd")]
@@ -35,66 +30,25 @@ HOSTS = 2
 NPROC = int(os.environ.get("CONFORMANCE_TORCHRUN_NPROC", "2"))
 SCENARIOS = ["decoder_spmd"]
 TIMEOUT = 600.0
-_TAIL = 4000
-
-
-def _agent_command(port: int, out: Path, spec: str | None) -> list[str]:
-    command = [
-        sys.executable, "-m", "torch.distributed.run",
-        "--nnodes", str(HOSTS), "--nproc-per-node", str(NPROC),
-        "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", f"conformance-{port}",
-        "--local-addr", "127.0.0.1", "--max-restarts", "0",
-        "-m", "conformance.spmd_world", "--scenarios", ",".join(SCENARIOS), "--out", str(out),
-    ]
-    return command + (["--impl", spec] if spec else [])
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)  # the agent and the ranks it started
-        except ProcessLookupError:
-            pass
-    proc.wait()
 
 
 @pytest.fixture(scope="module")
 def torchrun_world(request, tmp_path_factory):
     impl = request.getfixturevalue("impl")
-    spec = request.config.stash[SUITE].spec
-    port = free_port()
-    hosts, agents = [], []
+    hosts, roots = [], []
+    for host in range(HOSTS):
+        root = tmp_path_factory.mktemp(f"torchrun-host{host}")
+        try:
+            hosts.append(dict(impl.cache_env(str(root / "caches"))))
+        except NotSupported as exc:
+            pytest.skip(f"each host needs caches of its own: {exc}")
+        roots.append(str(root))
+    pythonpath = os.pathsep.join([str(Path(__file__).resolve().parent.parent), os.environ.get("PYTHONPATH", "")])
     try:
-        for host in range(HOSTS):
-            root = tmp_path_factory.mktemp(f"torchrun-host{host}")
-            try:
-                caches = dict(impl.cache_env(str(root / "caches")))
-            except NotSupported as exc:
-                pytest.skip(f"each host needs caches of its own: {exc}")
-            env = dict(os.environ, **caches, OMP_NUM_THREADS="1", GLOO_SOCKET_IFNAME="lo",
-                       PYTHONPATH=os.pathsep.join([str(Path(__file__).resolve().parent.parent), os.environ.get("PYTHONPATH", "")]))
-            log = open(root / "agent.log", "wb")
-            agents.append(subprocess.Popen(_agent_command(port, root / "out", spec), env=env, stdout=log,
-                                           stderr=subprocess.STDOUT, start_new_session=True))
-            hosts.append(root)
-        start = time.monotonic()
-        while any(a.poll() is None for a in agents):
-            failed = [h for h, a in enumerate(agents) if a.poll() not in (None, 0)]
-            if failed or time.monotonic() - start > TIMEOUT:
-                break
-            time.sleep(0.2)
-        wall = time.monotonic() - start
-    finally:
-        for a in agents:
-            _stop(a)
-    codes = [a.returncode for a in agents]
-    if any(c != 0 for c in codes):
-        logs = "\n".join(
-            f"--- host {h} (torchrun exit status {c}):\n{(hosts[h] / 'agent.log').read_text(errors='replace')[-_TAIL:]}"
-            for h, c in enumerate(codes)
-        )
-        pytest.fail(f"torchrun on {HOSTS} hosts x {NPROC} ranks failed or ran past {TIMEOUT:g} s after {wall:.0f} s:\n{logs}")
-    return collect([str(h / "out") for h in hosts], HOSTS * NPROC)
+        return run_on_hosts([dict(h, PYTHONPATH=pythonpath) for h in hosts], nproc=NPROC, scenarios=SCENARIOS, roots=roots,
+                            impl_spec=request.config.stash[SUITE].spec, timeout=TIMEOUT)
+    except AgentsFailed as exc:
+        pytest.fail(str(exc))
 
 
 def _scenario(results: list[dict], name: str) -> list[dict]:

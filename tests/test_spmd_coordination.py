@@ -154,3 +154,33 @@ def test_two_ranks_without_a_shared_cache_compile_once(tmp_path):
     assert sorted(r["invocations"] for r in results) == [0, 1], results
     assert sorted(r["fetches"] for r in results) == [0, 1], results
     assert results[0]["entries"] == results[1]["entries"] and results[0]["entries"], "both caches hold the one artifact"
+
+
+@pytest.mark.slow
+def test_two_torchrun_hosts_compile_once_for_the_world(tmp_path):
+    """Two torchrun agents (--nnodes 2, c10d rendezvous on loopback), 2 ranks each, each host with
+    caches of its own: with the store coordination the sharded decoder's distinct graphs compile
+    once for the whole world, and every rank's output equals the unsharded model's."""
+    from conformance.spmd_world import run_on_hosts
+
+    hosts, roots = [], []
+    for host in range(2):
+        root = tmp_path / f"host{host}"
+        root.mkdir()
+        hosts.append({
+            "TORCH_NEURONX_NEFF_CACHE_DIR": str(root / "neff"), "TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR": str(root / "local"),
+            "TORCH_NEURONX_HLO_CACHE_DIR": str(root / "hlo"), "NEURON_LIBTORCH_STORE_COMPILE": "1",
+            "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parent.parent), os.environ.get("PYTHONPATH", "")]),
+        })
+        roots.append(str(root))
+    results = run_on_hosts(hosts, nproc=2, scenarios=["decoder_spmd"], roots=roots, timeout=600)
+    per_rank = [r["decoder_spmd"] for r in results]
+    assert all(r["status"] == "ok" for r in per_rank), [r.get("error") for r in per_rank]
+    distinct = set(per_rank[0]["graphs"].values())
+    assert len(distinct) == 2  # prefill and one decode step
+    assert sum(r["invocations"] for r in per_rank) == len(distinct), [r["invocations"] for r in per_rank]
+    for rank, r in enumerate(per_rank):
+        assert torch.allclose(r["out"], r["expected"], atol=1e-4), f"rank {rank}: prefill logits"
+        assert torch.allclose(r["decode_out"], r["decode_expected"], atol=1e-4), f"rank {rank}: decode-step logits"
+    for root in roots:
+        assert sorted(os.listdir(os.path.join(root, "neff"))) == sorted(distinct), "each host's cache holds both artifacts"
