@@ -380,7 +380,8 @@ class Implementation:
     def parallel_trace(self, jobs: Sequence[tuple], *, cache_dir: str, workers: int = 2, timeout: float | None = None) -> list[dict]:
         """Run trace jobs in forked children; one dict per job, in order, without raising for a failed
         job: ``{"ok", "identity", "error", "captured": [{"cache_key", "graph_name", "compiler_args"}]}``.
-        A malformed job raises before anything runs."""
+        A malformed job raises before anything runs; a guard-rail violation in a job (under
+        ``NEURON_LIBTORCH_SPMD_STRICT=1``) raises as itself (:meth:`spmd_violation_errors`)."""
         raise NotSupported("parallel_trace")
 
     def capture(self, model: Callable, *, cache_dir: str) -> Callable:
@@ -393,7 +394,9 @@ class Implementation:
         self, cache_dir: str, *, workers: int = 2, base_compiler_args: Sequence[str] | None = None
     ) -> list[dict]:
         """Compile the staged graphs into the artifact cache; one dict per staged entry:
-        ``{"graph_name", "cache_key", "compiler_args", "args_source" ("recorded"|"base"), "ok", "error"}``."""
+        ``{"graph_name", "cache_key", "compiler_args", "args_source" ("recorded"|"base"), "ok", "error"}``.
+        A guard-rail violation (the single-artifact check under ``NEURON_LIBTORCH_SPMD_STRICT=1``)
+        raises as itself (:meth:`spmd_violation_errors`), never as a failed entry."""
         raise NotSupported("parallel_compile")
 
     def staged_metadata(self, cache_dir: str) -> list[dict]:

@@ -46,6 +46,7 @@ from reference.lowering.cost import estimate_flops
 from reference.lowering.stablehlo import input_specs, lower_to_stablehlo, lowering_fingerprint
 from reference.runtime import LoadedArtifact
 from reference.spmd.collectives import has_collectives
+from reference.spmd.coordination import store_coordinator
 from reference.spmd.program import LoadedProgram, ProgramCompiler, SPMDProgram, lower_program
 
 log = logging.getLogger(__name__)
@@ -232,7 +233,9 @@ def build_artifact(
     directory that cannot be written does not fail the compile: it warns
     (:class:`~reference.cache.errors.CacheFallbackWarning`) and the artifact is used uncached.
     ``replica_groups`` and ``hlo_normalizer`` pass through to :func:`create_cache_hash`;
-    ``key_policy`` says how the key is made and checked (:class:`KeyPolicy`).
+    ``key_policy`` says how the key is made and checked (:class:`KeyPolicy`). With
+    ``NEURON_LIBTORCH_STORE_COMPILE`` the compile step is coordinated over the process group's
+    c10d store (:mod:`reference.spmd.coordination`): one rank compiles, the others fetch.
     """
     key, breakdown = cache_key(
         lowered, compiler_args, replica_groups=replica_groups, key_policy=key_policy, hlo_normalizer=hlo_normalizer
@@ -275,8 +278,32 @@ def build_artifact(
                 _fallback("the NEFF cache could not be written", exc)
         return BuiltArtifact(key, graph_name, result.artifact, meta, cache_hit=False)
 
+    def _compile_once_per_world() -> BuiltArtifact:
+        # With NEURON_LIBTORCH_STORE_COMPILE, the first rank of the process group to miss compiles
+        # and the others fetch its artifact through the c10d store (reference.spmd.coordination).
+        coordinator = store_coordinator()
+        if coordinator is None:
+            return _compile()
+        compiled: list[BuiltArtifact] = []
+
+        def compile_here() -> tuple[bytes, str]:
+            compiled.append(_compile())
+            return compiled[0].artifact, compiled[0].metadata.to_json()
+
+        artifact, metadata, here = coordinator.build(key, graph_name, compile_here)
+        if here:
+            return compiled[0]
+        meta = ArtifactMetadata.from_json(metadata, source=f"the c10d store entry of {key}")
+        METRICS.bump("store_fetches")
+        if cache is not None:
+            try:
+                meta = cache.put(key, artifact, meta).metadata
+            except CacheWriteError as exc:
+                _fallback("the NEFF cache could not be written", exc)
+        return BuiltArtifact(key, graph_name, artifact, meta, cache_hit=True)
+
     if cache is None:
-        return _compile()
+        return _compile_once_per_world()
     entry = cache.get(key, evict=False)  # without the lock: never evict under someone's feet
     if entry is not None:
         return _hit(entry)
@@ -286,14 +313,14 @@ def build_artifact(
         _fallback("the compile lock could not be taken", exc)
         cache.failures.check(key, graph_name=graph_name)
         METRICS.bump("neff_cache_misses")
-        return _compile()
+        return _compile_once_per_world()
     with held:
         entry = cache.get(key)  # another process may have published while we waited
         if entry is not None:
             return _hit(entry)
         cache.failures.check(key, graph_name=graph_name)
         METRICS.bump("neff_cache_misses")
-        return _compile()
+        return _compile_once_per_world()
 
 
 def record_graph_metrics(

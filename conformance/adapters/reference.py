@@ -105,7 +105,7 @@ class ReferenceImplementation(Implementation):
         return {**super().machine(), "host": host_identity()}
 
     def backend_names(self) -> dict[str, str]:
-        return {"compile": "neuron"}
+        return {"compile": "neuron", "capture": "neuron_libtorch_graph_capture", "native": "neuron_native_lite"}
 
     def compile(
         self,

@@ -316,6 +316,24 @@ def guard_never_goes_strict():
     _module(_GUARDS).strict_mode = lambda strict=None: False
 
 
+@_mutant("SPMD guard rails: strict mode whatever the fallback",
+         f"{_GUARD_TESTS}::test_strict_holds_at_every_seam_whatever_the_fallback[strict-fallback_on-neuron]",
+         r"DID NOT RAISE")
+def strict_violation_falls_back():
+    """The pass manager reports a guard-rail violation as an ordinary failing pass (``FXPassError``),
+    so with the eager fallback on a violation under the strict flag runs the graph eagerly."""
+    fx, errors = _module(_FX_PASSES), _module("reference.spmd.errors")
+    original = fx.FXPassManager.run_passes
+
+    def run_passes(self, gm, **kwargs):
+        try:
+            return original(self, gm, **kwargs)
+        except errors.SPMDViolationError as exc:
+            raise fx.FXPassError("RankConstantCheckPass", kwargs.get("graph_name", "<graph>"), str(exc)) from exc
+
+    fx.FXPassManager.run_passes = run_passes
+
+
 @_mutant("SPMD guard rails: constant builders",
          f"{_GUARD_TESTS}::test_a_baked_rank_constant_is_caught_for_every_builder[warn-torch.full]", r"DID NOT WARN")
 def guard_misses_torch_full():

@@ -42,6 +42,7 @@ from reference.core.settings import get_model_name
 from reference.fx_passes import get_default_pass_manager
 from reference.lowering import nki_sdpa
 from reference.pipeline import CompiledGraph, compile_aten_graph
+from reference.spmd.errors import SPMDViolationError
 
 log = logging.getLogger(__name__)
 
@@ -131,6 +132,8 @@ def compile_fx_graph(
             gm = manager.run_passes(
                 gm, target_device=options.get("target_device", DEFAULT_TARGET_DEVICE), graph_name=f"{model_name}_dynamo"
             )
+        except SPMDViolationError:  # a guard rail under the strict flag: never a fallback (docs/spmd.md)
+            raise
         except NeuronBackendError as exc:  # a pass that fails is a compile failure like any other
             return _eager_fallback(exc, eager_gm)
         fx_us = int((time.perf_counter() - start) * 1e6)

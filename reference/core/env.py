@@ -147,6 +147,12 @@ METRICS_DIR = _declare(
 SPMD_STRICT = _declare(
     "NEURON_LIBTORCH_SPMD_STRICT", "bool", False,
     "SPMD guard rails raise instead of warning", S)
+STORE_COMPILE = _declare(
+    "NEURON_LIBTORCH_STORE_COMPILE", "bool", False,
+    "ranks of one process group compile each key once and share it over the group's c10d store", S)
+STORE_WAIT_TIMEOUT = _declare(
+    "NEURON_LIBTORCH_STORE_WAIT_TIMEOUT", "int", 3600,
+    "seconds a rank waits on the c10d store for another rank's compile of a key", S)
 
 _DEFAULT_FACTORIES: dict[str, Callable[[], Any]] = {
     DEBUG_DIR: lambda: _tmp("neuron_backend_"),

@@ -27,7 +27,15 @@ class NeuronBackendError(ShortenTraceback):
         return self.message
 
     def __reduce__(self):  # keep errors picklable across forked workers
-        return (_rebuild, (type(self), self.__dict__))
+        return (_rebuild, (type(self), {k: v for k, v in self.__dict__.items() if k not in _DYNAMO_STATE}))
+
+
+# What Dynamo attaches to an exception that passes through it (its tracer output, the compile id,
+# frames): the error's meaning does not depend on it, and some of it does not pickle.
+_DYNAMO_STATE = frozenset(
+    {"_torch_dynamo_tracer_output", "frame_exec_strategy", "first_useful_frame", "real_stack",
+     "innermost_user_frame_summary", "compile_id"}
+)
 
 
 def _rebuild(cls, state):

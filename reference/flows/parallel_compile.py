@@ -21,6 +21,9 @@ The deferred half of the parallel-trace flow. For every graph the capture seam s
    every rank of a sharded model.
 
 A graph that fails to compile is reported with its name, key and error after all others finished.
+A guard-rail violation (:class:`~reference.spmd.errors.SPMDViolationError`: the single-artifact
+check under ``NEURON_LIBTORCH_SPMD_STRICT=1``, or one raised in a compiling child) is never a
+failure record: it raises as itself, whatever ``raise_on_error`` says.
 """
 
 from __future__ import annotations
@@ -35,8 +38,9 @@ from reference.cache.staging import StagedGraph, read_staged
 from reference.compiler.driver import one_thread_per_compile
 from reference.compiler.scope import apply_platform_compiler_args
 from reference.core.errors import NeuronBackendError
-from reference.flows.forked import ChildOutcome, run_forked
+from reference.flows.forked import ChildOutcome, reraise, run_forked
 from reference.pipeline import build, cache_key, staged_key_policy, staged_lowering
+from reference.spmd.errors import SPMDViolationError
 from reference.spmd.guards import check_staged_groups
 
 DEFAULT_TIMEOUT_S = 3600.0
@@ -181,7 +185,9 @@ def parallel_compile(
             _apply(rec, outcome)
             printer(finished[0], len(keys), rec, outcome.wall_s)
 
-    run_forked(tasks, workers=running, timeout=timeout, on_done=done)
+    for outcome in run_forked(tasks, workers=running, timeout=timeout, on_done=done):
+        if isinstance(outcome.exception, SPMDViolationError):
+            reraise(outcome)
     for rec in records:
         _apply(rec, results[rec.cache_key])
     report = CompileReport(records, workers=workers, wall_s=time.monotonic() - start)
