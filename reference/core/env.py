@@ -129,6 +129,9 @@ NEFF_CACHE_LOCK_TIMEOUT = _declare(
 CACHING_PRECOMPILE = _declare(
     "TORCH_CACHING_PRECOMPILE", "bool", False,
     "enable PyTorch's own precompile cache", C)
+CACHE_HMAC_KEY = _declare(
+    "TORCH_NEURONX_CACHE_HMAC_KEY", "str", None,
+    "secret key: cache entries carry an HMAC-SHA256 under it and one that fails it is rebuilt, never run", C)
 ASSERT_CACHE_HIT = _declare(
     "NEURON_LIBTORCH_ASSERT_CACHE_HIT", "bool", False,
     "after warm-up, a cache miss raises naming the graph and its key", C)
