@@ -38,6 +38,7 @@ from reference.cache.staging import StagedGraph, write_staged
 from reference.compiler.driver import CompilerDriver
 from reference.core import env
 from reference.core.errors import CacheMissError, NEFFCompilationError
+from reference.core.folders import trusted_folder
 from reference.core.metrics import METRICS, NeuronCompilationMetrics
 from reference.core.schema import ArtifactMetadata
 from reference.core.specs import LoweredGraph
@@ -64,7 +65,8 @@ def neff_cache() -> NeffCache | None:
     if env.get(env.NEFF_DISABLE_CACHE):
         return None
     return NeffCache(
-        env.get(env.NEFF_CACHE_DIR), env.get(env.NEFF_LOCAL_CACHE_DIR), lock_timeout=env.get(env.NEFF_CACHE_LOCK_TIMEOUT)
+        trusted_folder(env.NEFF_CACHE_DIR), trusted_folder(env.NEFF_LOCAL_CACHE_DIR),
+        lock_timeout=env.get(env.NEFF_CACHE_LOCK_TIMEOUT),
     )
 
 

@@ -34,6 +34,7 @@ from reference.cache.errors import CacheFallbackWarning
 from reference.cache.key import KEY_LENGTH, tool_versions
 from reference.cache.records import INT, LIST, STR, read_record, valid_key, warn_rejected
 from reference.core import env
+from reference.core.folders import trusted_folder
 from reference.core.atomic import write_atomic
 from reference.core.specs import LoweredGraph, TensorSpec
 
@@ -219,4 +220,4 @@ def hlo_cache() -> HloCache | None:
     """The configured HLO cache, or ``None`` when caching is disabled."""
     if env.get(env.NEFF_DISABLE_CACHE):
         return None
-    return HloCache(env.get(env.HLO_CACHE_DIR), hmac_key=configured_key())
+    return HloCache(trusted_folder(env.HLO_CACHE_DIR), hmac_key=configured_key())

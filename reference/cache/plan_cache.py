@@ -42,6 +42,7 @@ from reference.cache.hlo_cache import HloCache, graph_fingerprint
 from reference.cache.key import KEY_LENGTH, tool_versions
 from reference.cache.records import DICT, INT, STR, valid_key, warn_rejected
 from reference.core import env
+from reference.core.folders import trusted_folder
 
 log = logging.getLogger(__name__)
 
@@ -151,4 +152,4 @@ def plan_cache() -> PlanCache | None:
     """The configured plan cache (beside the HLO cache records), or ``None`` when caching is off."""
     if env.get(env.NEFF_DISABLE_CACHE):
         return None
-    return PlanCache(os.path.join(env.get(env.HLO_CACHE_DIR), "plans"), hmac_key=configured_key())
+    return PlanCache(os.path.join(trusted_folder(env.HLO_CACHE_DIR), "plans"), hmac_key=configured_key())

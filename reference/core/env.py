@@ -22,8 +22,9 @@ _TRUE = ("1", "true", "yes")
 _FALSE = ("0", "false", "no", "")
 
 
-def _tmp(name: str) -> str:
-    return os.path.join(tempfile.gettempdir(), name)
+def _user_tmp(name: str) -> str:
+    """A default folder under the per-user ``<tmp>/neuron-<uid>`` (see reference/core/folders.py)."""
+    return os.path.join(tempfile.gettempdir(), f"neuron-{os.geteuid()}", name)
 
 
 @dataclass(frozen=True)
@@ -148,10 +149,10 @@ SPMD_STRICT = _declare(
     "SPMD guard rails raise instead of warning", S)
 
 _DEFAULT_FACTORIES: dict[str, Callable[[], Any]] = {
-    DEBUG_DIR: lambda: _tmp("neuron_backend_"),
-    NEFF_CACHE_DIR: lambda: _tmp("neff_cache"),
-    HLO_CACHE_DIR: lambda: _tmp("hlo_cache"),
-    NEFF_LOCAL_CACHE_DIR: lambda: _tmp("local_cache"),
+    DEBUG_DIR: lambda: _user_tmp("neuron_backend_"),
+    NEFF_CACHE_DIR: lambda: _user_tmp("neff_cache"),
+    HLO_CACHE_DIR: lambda: _user_tmp("hlo_cache"),
+    NEFF_LOCAL_CACHE_DIR: lambda: _user_tmp("local_cache"),
     METRICS_DIR: lambda: tempfile.gettempdir(),
 }
 
@@ -165,6 +166,15 @@ def default(name: str) -> Any:
     var = _VARS[name]
     factory = _DEFAULT_FACTORIES.get(name)
     return factory() if factory else var.default
+
+
+def documented_default(name: str) -> Any:
+    """The default as the docs and the support matrix show it: the same text for every user and
+    machine (the per-user folders as ``<tmp>/neuron-<uid>/...``)."""
+    value = default(name)
+    if isinstance(value, str) and name in _DEFAULT_FACTORIES:
+        return value.replace(f"neuron-{os.geteuid()}", "neuron-<uid>")
+    return value
 
 
 def get(name: str) -> Any:
