@@ -524,6 +524,22 @@ def test_with_a_secret_a_planted_entry_is_never_executed(impl, pytestconfig, tmp
     _check_outputs(again, expected, "the run after the rebuild")
 
 
+def test_an_artifact_with_matching_checksums_the_runtime_cannot_load_is_rebuilt(impl, pytestconfig, tmp_path, warm_cache,
+                                                                                expected):
+    """An entry whose checksums match an artifact the runtime cannot load (built beside another
+    runtime, or planted) is evicted and rebuilt once, with a warning naming the key."""
+    src, key = warm_cache
+    root = tmp_path / "cache"
+    shutil.copytree(src, root)
+    impl.plant_cache_entry(str(root), key, b"\x08\x00\x00\x00not an artifact")
+    result = Child(_spec(pytestconfig), impl.cache_env(str(root)), tmp_path / "after.json").result()
+    _check_outputs(result, expected, "the run on an unloadable entry")
+    assert result["compiler_invocations"] == 1, "the unloadable entry was not rebuilt"
+    assert any(key in w for w in result["warnings"]), f"no warning names the evicted key: {result['warnings']}"
+    again = Child(_spec(pytestconfig), impl.cache_env(str(root), assert_hit=True), tmp_path / "again.json").result()
+    _check_outputs(again, expected, "the run after the rebuild")
+
+
 # --- the compiler dies with the process that started it -----------------------------------------------
 
 
