@@ -144,3 +144,22 @@ def test_a_debug_directory_that_is_a_link_to_ones_own_folder_works(tmp_path, mon
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         DebugArtifacts().write("m_0_inference_0", fx_code="graph2", hlo=None, artifact=None)
+
+
+@pytest.mark.parametrize("variable", [env.NEFF_CACHE_DIR, env.NEFF_LOCAL_CACHE_DIR, env.HLO_CACHE_DIR])
+def test_every_cache_the_pipeline_opens_checks_its_folder(tmp_path, monkeypatch, variable):
+    from reference import pipeline
+    from reference.cache.hlo_cache import hlo_cache
+    from reference.cache.plan_cache import plan_cache
+
+    for var in (env.NEFF_CACHE_DIR, env.NEFF_LOCAL_CACHE_DIR, env.HLO_CACHE_DIR):
+        monkeypatch.setenv(var, str(tmp_path / var.lower()))
+    monkeypatch.delenv(env.NEFF_DISABLE_CACHE, raising=False)
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    os.chmod(shared, 0o777)
+    monkeypatch.setenv(variable, str(shared))
+    opened = [pipeline.neff_cache] if variable != env.HLO_CACHE_DIR else [hlo_cache, plan_cache]
+    for open_cache in opened:
+        with pytest.raises(UntrustedFolderError, match=variable):
+            open_cache()
