@@ -439,3 +439,11 @@ def test_confined_accepts_a_plain_name_and_names_the_field(tmp_path):
     assert confined(str(tmp_path), "a.hlo", record="r", field="f") == os.path.join(str(tmp_path), "a.hlo")
     with pytest.raises(RecordPathError, match=r"r: field 'f' is not a file name"):
         confined(str(tmp_path), 3, record="r", field="f")
+
+
+def test_an_hlo_cache_folder_that_is_a_link_to_ones_own_folder_is_used(tmp_path):
+    real = tmp_path / "real"
+    real.mkdir()
+    os.symlink(real, tmp_path / "hlo")
+    cache = HloCache(str(tmp_path / "hlo"))
+    assert cache.put(KEY, _lowered()) and cache.get(KEY).hlo == "module {}\n"

@@ -136,10 +136,15 @@ class HloCache:
             return []
         return sorted(n[: -len(".json")] for n in os.listdir(self.root) if n.endswith(".json") and not n.startswith("."))
 
+    #: Whether the folder may be a symbolic link. The HLO cache's folder is the user's (checked by
+    #: :func:`~reference.core.folders.trusted_folder`, links to a folder of one's own allowed); a
+    #: folder the cache makes for itself inside it (the plans) is never followed.
+    ROOT_MAY_BE_A_LINK = True
+
     def _usable_root(self) -> bool:
-        """False (with one warning) when the folder is a symbolic link: a link planted where the
-        cache creates its own folder would redirect every record, so it is not followed."""
-        if os.path.islink(self.root):
+        """False (with one warning) when the folder is a symbolic link it may not be: a link
+        planted where the cache creates its own folder would redirect every record."""
+        if not self.ROOT_MAY_BE_A_LINK and os.path.islink(self.root):
             warn_rejected(f"{self.WHAT.rsplit(' ', 1)[0]} folder", self.root, "it is a symbolic link",
                           "the cache is not used")
             return False

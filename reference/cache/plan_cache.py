@@ -126,6 +126,7 @@ class PlanCache(HloCache):
     WHAT = "plan cache record"
     KIND = "plan-record"
     CONSEQUENCE = "tracing the graph again"
+    ROOT_MAY_BE_A_LINK = False  # ``plans`` is made by the cache inside the HLO cache's folder
 
     def get(self, key: str) -> InferencePlan | None:
         rec = self._read(key, {"record_version": INT, "key": STR, "plan": DICT}, {})
