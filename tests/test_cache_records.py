@@ -238,8 +238,10 @@ def test_a_damaged_entry_is_evicted_never_hangs_or_raises(tmp_path, damage):
     assert _in_time(lambda: cache.get(KEY, evict=False)) is None
     with pytest.warns(CacheFallbackWarning, match=KEY):
         assert _in_time(lambda: cache.get(KEY)) is None
-    assert not os.path.lexists(folder)
+    assert not os.path.lexists(folder) and cache.scratch_dirs() == []
     assert outside.read_bytes() == ARTIFACT, "eviction never touches what a link pointed at"
+    if damage == "entry-symlink":
+        assert sorted(os.listdir(tmp_path / "elsewhere")) == [store.METADATA_FILE, store.ARTIFACT_FILE]
 
 
 # --- authenticated entries --------------------------------------------------------------------------

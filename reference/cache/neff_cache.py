@@ -215,7 +215,10 @@ class NeffCache:
             os.rename(self.entry_dir(key), trash)
         except OSError:
             return False
-        shutil.rmtree(trash, ignore_errors=True)
+        if os.path.islink(trash):  # a planted link: remove the link, never what it points at
+            os.unlink(trash)
+        else:
+            shutil.rmtree(trash, ignore_errors=True)
         return True
 
     # --- writing -------------------------------------------------------------------------------
