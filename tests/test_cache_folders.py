@@ -149,6 +149,7 @@ def test_a_debug_directory_that_is_a_link_to_ones_own_folder_works(tmp_path, mon
 @pytest.mark.parametrize("variable", [env.NEFF_CACHE_DIR, env.NEFF_LOCAL_CACHE_DIR, env.HLO_CACHE_DIR])
 def test_every_cache_the_pipeline_opens_checks_its_folder(tmp_path, monkeypatch, variable):
     from reference import pipeline
+    from reference.backends.capture import capture_dir
     from reference.cache.hlo_cache import hlo_cache
     from reference.cache.plan_cache import plan_cache
 
@@ -159,7 +160,7 @@ def test_every_cache_the_pipeline_opens_checks_its_folder(tmp_path, monkeypatch,
     shared.mkdir()
     os.chmod(shared, 0o777)
     monkeypatch.setenv(variable, str(shared))
-    opened = [pipeline.neff_cache] if variable != env.HLO_CACHE_DIR else [hlo_cache, plan_cache]
+    opened = [pipeline.neff_cache] if variable != env.HLO_CACHE_DIR else [hlo_cache, plan_cache, capture_dir]
     for open_cache in opened:
         with pytest.raises(UntrustedFolderError, match=variable):
             open_cache()

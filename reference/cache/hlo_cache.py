@@ -189,7 +189,8 @@ class HloCache:
             return None
         path = self.path(key)
         if _digest(rec["hlo"].encode()) != rec["hlo_sha256"]:
-            warn_rejected(self.WHAT, path, "the text does not match its checksum", self.CONSEQUENCE)
+            warn_rejected(self.WHAT, path, "the text does not match its checksum",
+                          f"it is treated as absent ({self.CONSEQUENCE})")
             return None
         try:
             return LoweredGraph(
@@ -200,7 +201,8 @@ class HloCache:
                 origins=tuple((int(line), str(what)) for line, what in rec.get("origins") or ()),
             )
         except Exception as exc:  # noqa: BLE001 - any malformed spec means the record is absent
-            warn_rejected(self.WHAT, path, f"a field does not hold what it should ({type(exc).__name__})", self.CONSEQUENCE)
+            warn_rejected(self.WHAT, path, f"a field does not hold what it should ({type(exc).__name__})",
+                          f"it is treated as absent ({self.CONSEQUENCE})")
             return None
 
     def put(self, key: str, lowered: LoweredGraph) -> bool:
