@@ -433,7 +433,9 @@ def _load_or_rebuild(
         first = exc
     entry = cache.entry_dir(built.key)
     with cache.lock(built.key, graph_name=graph_name):
-        cache.evict(built.key, f"the runtime could not load its artifact ({first})")
+        current = cache.get(built.key, evict=False)
+        if current is None or current.artifact == built.artifact:  # not re-published meanwhile
+            cache.evict(built.key, f"the runtime could not load its artifact ({first})")
     rebuilt = build(lowering, compiler_args, graph_name=graph_name, key_policy=key_policy)
     try:
         return rebuilt, load(rebuilt, lowering, resident=resident)
