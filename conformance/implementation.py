@@ -103,7 +103,7 @@ CAPABILITIES: dict[str, Capability] = {
             required=("cache_env", "compiler_invocations"),
             optional=(
                 "cache_hash", "cache_keys", "cache_entry_files", "cache_scratch", "compiles_in_progress",
-                "lowerings",
+                "lowerings", "plant_cache_entry",
             ),
             modules=("cache_key", "cache_reliability", "cache_warm_start"),
         ),
@@ -306,12 +306,21 @@ class Implementation:
         disable: bool = False,
         assert_hit: bool = False,
         neff_dir: str | None = None,
+        secret: str | None = None,
     ) -> dict[str, str]:
         """Environment variables that make a fresh process keep every cache under ``root``:
         ``lock_timeout_s`` bounds a wait for another process's compile of the same key,
-        ``disable`` turns the persistent cache off, ``assert_hit`` makes a miss an error, and
-        ``neff_dir`` places the artifact cache itself elsewhere (a read-only or full directory)."""
+        ``disable`` turns the persistent cache off, ``assert_hit`` makes a miss an error,
+        ``neff_dir`` places the artifact cache itself elsewhere (a read-only or full directory),
+        and ``secret`` authenticates entries under that key (an implementation without entry
+        authentication raises ``NotSupported`` when it is given)."""
         raise NotSupported("cache_env")
+
+    def plant_cache_entry(self, root: str, key: str, artifact: bytes) -> None:
+        """Replace the artifact of entry ``key`` under ``root`` with ``artifact`` and rewrite every
+        checksum the entry records to match it, as anyone who can write the cache folder can (the
+        suite checks what the implementation then serves)."""
+        raise NotSupported("plant_cache_entry")
 
     def compiler_invocations(self) -> int:
         """How many times this process has run the compiler (artifact builds, not cache hits)."""

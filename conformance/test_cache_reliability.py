@@ -467,3 +467,134 @@ def test_a_write_cut_short_leaves_nothing_under_the_key(impl, pytestconfig, tmp_
     _check_outputs(follow, expected, "the run after the cut-short write")
     assert follow["compiler_invocations"] == 1
     assert impl.cache_keys(str(root)) == [key]
+
+
+# --- planted entries: checksums catch damage, only a secret catches intent -----------------------------
+
+SECRET = "conformance-secret"
+
+
+@pytest.fixture(scope="module")
+def other_artifact(impl, pytestconfig, tmp_path_factory, expected) -> bytes:
+    """A real, loadable artifact of the same graph built with other arguments: what someone who can
+    write the cache folder could put in place of an entry's artifact."""
+    root = tmp_path_factory.mktemp("other") / "cache"
+    result = Child(_spec(pytestconfig), impl.cache_env(str(root)), root.parent / "o3.json",
+                   options={"compiler_args": ["-O3"]}).result()
+    _check_outputs(result, expected, "the -O3 build")
+    (key,) = impl.cache_keys(str(root))
+    with open(impl.cache_entry_files(str(root), key)[0], "rb") as fh:
+        return fh.read()
+
+
+def _warm(impl, pytestconfig, root, expected, **env) -> str:
+    result = Child(_spec(pytestconfig), impl.cache_env(str(root), **env), root.parent / "warm.json").result()
+    _check_outputs(result, expected, "warm-up")
+    (key,) = impl.cache_keys(str(root))
+    return key
+
+
+def test_without_a_secret_a_planted_entry_is_served(impl, pytestconfig, tmp_path, expected, other_artifact):
+    """The documented limit: an artifact swapped together with its recorded checksums passes every
+    check there is without a secret. A shared cache folder is shared code execution."""
+    root = tmp_path / "cache"
+    key = _warm(impl, pytestconfig, root, expected)
+    impl.plant_cache_entry(str(root), key, other_artifact)
+    result = Child(_spec(pytestconfig), impl.cache_env(str(root), assert_hit=True), tmp_path / "after.json").result()
+    _check_outputs(result, expected, "the run on the planted entry")
+    assert result["compiler_invocations"] == 0, "the planted entry was not served (checksums catch nothing more)"
+    with open(impl.cache_entry_files(str(root), key)[0], "rb") as fh:
+        assert fh.read() == other_artifact
+
+
+def test_with_a_secret_a_planted_entry_is_never_executed(impl, pytestconfig, tmp_path, expected, other_artifact):
+    root = tmp_path / "cache"
+    impl.cache_env(str(root), secret=SECRET)  # NotSupported (a skip) without entry authentication
+    key = _warm(impl, pytestconfig, root, expected, secret=SECRET)
+    own = open(impl.cache_entry_files(str(root), key)[0], "rb").read()
+    impl.plant_cache_entry(str(root), key, other_artifact)
+    result = Child(_spec(pytestconfig), impl.cache_env(str(root), secret=SECRET), tmp_path / "after.json").result()
+    _check_outputs(result, expected, "the run on the planted entry, with the secret")
+    assert result["compiler_invocations"] == 1, "the planted entry was served despite the secret"
+    assert any(key in w for w in result["warnings"]), f"no warning names the refused entry: {result['warnings']}"
+    with open(impl.cache_entry_files(str(root), key)[0], "rb") as fh:
+        assert fh.read() == own, "the rebuilt entry is not the process's own build"
+    again = Child(_spec(pytestconfig), impl.cache_env(str(root), secret=SECRET, assert_hit=True),
+                  tmp_path / "again.json").result()
+    _check_outputs(again, expected, "the run after the rebuild")
+
+
+def test_an_artifact_with_matching_checksums_the_runtime_cannot_load_is_rebuilt(impl, pytestconfig, tmp_path, warm_cache,
+                                                                                expected):
+    """An entry whose checksums match an artifact the runtime cannot load (built beside another
+    runtime, or planted) is evicted and rebuilt once, with a warning naming the key."""
+    src, key = warm_cache
+    root = tmp_path / "cache"
+    shutil.copytree(src, root)
+    impl.plant_cache_entry(str(root), key, b"\x08\x00\x00\x00not an artifact")
+    result = Child(_spec(pytestconfig), impl.cache_env(str(root)), tmp_path / "after.json").result()
+    _check_outputs(result, expected, "the run on an unloadable entry")
+    assert result["compiler_invocations"] == 1, "the unloadable entry was not rebuilt"
+    assert any(key in w for w in result["warnings"]), f"no warning names the evicted key: {result['warnings']}"
+    again = Child(_spec(pytestconfig), impl.cache_env(str(root), assert_hit=True), tmp_path / "again.json").result()
+    _check_outputs(again, expected, "the run after the rebuild")
+
+
+# --- the compiler dies with the process that started it -----------------------------------------------
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` exists and is not a zombie (an exited process its new parent has not reaped)."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _foreign_members(child: Child) -> list[int]:
+    """Processes of ``child``'s group that run another program than the child (its compiler, not
+    the Python workers a framework may keep)."""
+    found = []
+    with contextlib.suppress(OSError):
+        own = os.readlink(f"/proc/{child.pid}/exe")
+        for pid in _other_members(child.pid):
+            with contextlib.suppress(OSError):
+                if os.readlink(f"/proc/{pid}/exe") != own and _running(pid):
+                    found.append(pid)
+    return found
+
+
+def test_a_compiling_process_killed_with_sigkill_leaves_no_compiler_behind(impl, pytestconfig, tmp_path):
+    """The compiler is stopped (SIGSTOP) so that it cannot finish on its own, then only the process
+    that started it is SIGKILLed. A compiler tied to its parent dies with it; an orphan would stay."""
+    if not os.path.isdir("/proc"):
+        pytest.skip("finding the compiler process needs /proc")
+    spec = _spec(pytestconfig)
+    for attempt in range(4):
+        root = tmp_path / f"orphan{attempt}"
+        child = Child(spec, impl.cache_env(str(root)), tmp_path / f"orphan{attempt}.json")
+        compilers = _wait_for(lambda: _foreign_members(child) or child.proc.poll() is not None, CHILD_TIMEOUT,
+                              "the process starts its compiler")
+        if compilers is not True:
+            for pid in compilers:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGSTOP)
+            if all(_running(pid) for pid in compilers):
+                break
+        child.result()
+    else:
+        pytest.skip("the compile never ran as a separate process that could be caught")
+    try:
+        os.kill(child.pid, signal.SIGKILL)  # the compiling process only, not its process group
+        child.proc.wait()
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and any(_running(pid) for pid in compilers):
+            time.sleep(0.01)
+        survivors = [pid for pid in compilers if _running(pid)]
+        names = [open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")[0].decode(errors="replace") for pid in survivors]
+        assert survivors == [], f"the compiler of a SIGKILLed process kept running: pids {survivors} {names}"
+    finally:
+        for pid in compilers:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)

@@ -30,14 +30,15 @@ from typing import Any, Callable, Mapping, Sequence
 
 import torch
 
-from reference.cache.errors import CacheFallbackWarning, CacheWriteError
+from reference.cache.errors import CacheFallbackWarning, CacheWriteError, UnloadableArtifactError
 from reference.cache.hlo_cache import PASS_IDENTITY_META, create_hlo_cache_key, hlo_cache
 from reference.cache.key import create_cache_hash, tool_versions
 from reference.cache.neff_cache import NeffCache
 from reference.cache.staging import StagedGraph, write_staged
 from reference.compiler.driver import CompilerDriver
 from reference.core import env
-from reference.core.errors import CacheMissError, NEFFCompilationError
+from reference.core.errors import CacheMissError, NEFFCompilationError, NEFFExecutionError
+from reference.core.folders import trusted_folder
 from reference.core.metrics import METRICS, NeuronCompilationMetrics
 from reference.core.schema import ArtifactMetadata
 from reference.core.specs import LoweredGraph
@@ -65,7 +66,8 @@ def neff_cache() -> NeffCache | None:
     if env.get(env.NEFF_DISABLE_CACHE):
         return None
     return NeffCache(
-        env.get(env.NEFF_CACHE_DIR), env.get(env.NEFF_LOCAL_CACHE_DIR), lock_timeout=env.get(env.NEFF_CACHE_LOCK_TIMEOUT)
+        trusted_folder(env.NEFF_CACHE_DIR), trusted_folder(env.NEFF_LOCAL_CACHE_DIR),
+        lock_timeout=env.get(env.NEFF_CACHE_LOCK_TIMEOUT),
     )
 
 
@@ -435,8 +437,37 @@ def serve(
         built, model_name=model_name, collectives=lowering.program is not None, node_count=lowering.graph.node_count,
         fx_passes_us=fx_passes_us, lower_us=lowering.lower_us,
     )
-    loaded = None if env.get(env.COMPILE_ONLY) else load(built, lowering, resident=resident)
+    loaded = None
+    if not env.get(env.COMPILE_ONLY):
+        built, loaded = _load_or_rebuild(built, lowering, compiler_args, graph_name=graph_name, key_policy=key_policy,
+                                         resident=resident)
     return CompiledGraph(built, loaded, eager, hlo=lowering.graph.hlo, lowering=lowering)
+
+
+def _load_or_rebuild(
+    built: BuiltArtifact, lowering: Lowering, compiler_args: Sequence[str], *, graph_name: str, key_policy: KeyPolicy,
+    resident: Sequence[int] | None,
+) -> tuple[BuiltArtifact, Callable]:
+    """Load a built artifact. One served from the cache that the runtime cannot load although its
+    checksums match (built for another runtime, or planted) is evicted and rebuilt once; when the
+    rebuilt one cannot be loaded either, :class:`UnloadableArtifactError` names the entry."""
+    try:
+        return built, load(built, lowering, resident=resident)
+    except NEFFExecutionError as exc:
+        cache = neff_cache() if built.cache_hit else None
+        if cache is None:
+            raise
+        first = exc
+    entry = cache.entry_dir(built.key)
+    with cache.lock(built.key, graph_name=graph_name):
+        current = cache.get(built.key, evict=False)
+        if current is None or current.artifact == built.artifact:  # not re-published meanwhile
+            cache.evict(built.key, f"the runtime could not load its artifact ({first})")
+    rebuilt = build(lowering, compiler_args, graph_name=graph_name, key_policy=key_policy)
+    try:
+        return rebuilt, load(rebuilt, lowering, resident=resident)
+    except NEFFExecutionError as exc:
+        raise UnloadableArtifactError(graph_name, entry, exc) from exc
 
 
 # --- stage: the deferred flow -----------------------------------------------------------------------

@@ -216,7 +216,7 @@ class ReferenceImplementation(Implementation):
     def environment_variables(self) -> Mapping[str, Any]:
         from reference.core import env
 
-        return {name: env.default(name) for name in env.declared()}
+        return {name: env.documented_default(name) for name in env.declared()}
 
     def helper_api(self) -> Any:
         import reference
@@ -245,7 +245,7 @@ class ReferenceImplementation(Implementation):
             hlo, compiler_args, input_specs, versions, replica_groups=replica_groups, breakdown=breakdown
         )
 
-    def cache_env(self, root, *, lock_timeout_s=None, disable=False, assert_hit=False, neff_dir=None):
+    def cache_env(self, root, *, lock_timeout_s=None, disable=False, assert_hit=False, neff_dir=None, secret=None):
         import os
 
         out = {
@@ -257,7 +257,28 @@ class ReferenceImplementation(Implementation):
         }
         if lock_timeout_s is not None:
             out["TORCH_NEURONX_NEFF_CACHE_LOCK_TIMEOUT"] = str(int(lock_timeout_s))
+        if secret is not None:
+            out["TORCH_NEURONX_CACHE_HMAC_KEY"] = secret
         return out
+
+    def plant_cache_entry(self, root, key, artifact):
+        import hashlib
+        import os
+
+        from reference.cache.neff_cache import ARTIFACT_FILE, METADATA_FILE, _metadata_checksum
+        from reference.core.schema import ArtifactMetadata
+
+        folder = self._neff_cache(root).entry_dir(key)
+        with open(os.path.join(folder, METADATA_FILE), encoding="utf-8") as fh:
+            meta = ArtifactMetadata.from_json(fh.read())
+        meta.artifact_size = len(artifact)
+        meta.artifact_sha256 = hashlib.sha256(artifact).hexdigest()
+        meta.extra.pop("metadata_sha256", None)
+        meta.extra["metadata_sha256"] = _metadata_checksum(meta)
+        with open(os.path.join(folder, ARTIFACT_FILE), "wb") as fh:
+            fh.write(artifact)
+        with open(os.path.join(folder, METADATA_FILE), "w", encoding="utf-8") as fh:
+            fh.write(meta.to_json())
 
     def compiler_invocations(self) -> int:
         from reference.core.metrics import METRICS
@@ -269,7 +290,7 @@ class ReferenceImplementation(Implementation):
 
         from reference.cache.neff_cache import NeffCache
 
-        return NeffCache(os.path.join(root, "neff"), os.path.join(root, "local"))
+        return NeffCache(os.path.join(root, "neff"), os.path.join(root, "local"), hmac_key=None)
 
     def cache_keys(self, root):
         return self._neff_cache(root).keys()

@@ -29,10 +29,14 @@ on file sizes or a full temporary directory cannot truncate an artifact between 
 
 from __future__ import annotations
 
+import ctypes
+import os
 import platform
 import re
 import shlex
+import signal
 import subprocess
+import sys
 import time
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
@@ -272,6 +276,36 @@ def host_identity() -> str:
     return f"{platform.machine()}:{model}"
 
 
+_PR_SET_PDEATHSIG = 1
+
+
+def _parent_death_signal():
+    """A ``preexec_fn`` that makes the compiler receive SIGKILL when the process that started it
+    dies (Linux ``prctl(PR_SET_PDEATHSIG)``), so a compiling process killed with SIGKILL leaves no
+    compiler running on behind it. ``None`` where the platform has no such call.
+
+    The C function is looked up here, in the parent, so the forked child only makes system calls
+    (a ``preexec_fn`` must not take locks another thread may hold). The child checks its parent
+    after arming the signal: a parent that died in between would otherwise never send it."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+    prctl.restype = ctypes.c_int
+    parent = os.getpid()
+    kill = int(signal.SIGKILL)
+
+    def arm() -> None:
+        prctl(_PR_SET_PDEATHSIG, kill, 0, 0, 0)
+        if os.getppid() != parent:
+            os._exit(1)
+
+    return arm
+
+
 @dataclass
 class CompileResult:
     artifact: bytes
@@ -305,7 +339,9 @@ class CompilerDriver:
         cmd = self.command_line(config)
         start = time.perf_counter()
         try:
-            proc = subprocess.run(cmd, input=hlo_text.encode(), capture_output=True, check=False)
+            proc = subprocess.run(
+                cmd, input=hlo_text.encode(), capture_output=True, check=False, preexec_fn=_parent_death_signal()
+            )
         except OSError as exc:
             raise NEFFCompilationError(f"could not start the compiler: {exc}", graph_name=graph_name, command=cmd)
         wall_us = int((time.perf_counter() - start) * 1e6)

@@ -22,8 +22,9 @@ _TRUE = ("1", "true", "yes")
 _FALSE = ("0", "false", "no", "")
 
 
-def _tmp(name: str) -> str:
-    return os.path.join(tempfile.gettempdir(), name)
+def _user_tmp(name: str) -> str:
+    """A default folder under the per-user ``<tmp>/neuron-<uid>`` (see reference/core/folders.py)."""
+    return os.path.join(tempfile.gettempdir(), f"neuron-{os.geteuid()}", name)
 
 
 @dataclass(frozen=True)
@@ -133,6 +134,9 @@ NEFF_CACHE_LOCK_TIMEOUT = _declare(
 CACHING_PRECOMPILE = _declare(
     "TORCH_CACHING_PRECOMPILE", "bool", False,
     "enable PyTorch's own precompile cache", C)
+CACHE_HMAC_KEY = _declare(
+    "TORCH_NEURONX_CACHE_HMAC_KEY", "str", None,
+    "secret key: cache entries carry an HMAC-SHA256 under it and one that fails it is rebuilt, never run", C)
 ASSERT_CACHE_HIT = _declare(
     "NEURON_LIBTORCH_ASSERT_CACHE_HIT", "bool", False,
     "after warm-up, a cache miss raises naming the graph and its key", C)
@@ -155,10 +159,10 @@ STORE_WAIT_TIMEOUT = _declare(
     "seconds a rank waits on the c10d store for another rank's compile of a key", S)
 
 _DEFAULT_FACTORIES: dict[str, Callable[[], Any]] = {
-    DEBUG_DIR: lambda: _tmp("neuron_backend_"),
-    NEFF_CACHE_DIR: lambda: _tmp("neff_cache"),
-    HLO_CACHE_DIR: lambda: _tmp("hlo_cache"),
-    NEFF_LOCAL_CACHE_DIR: lambda: _tmp("local_cache"),
+    DEBUG_DIR: lambda: _user_tmp("neuron_backend_"),
+    NEFF_CACHE_DIR: lambda: _user_tmp("neff_cache"),
+    HLO_CACHE_DIR: lambda: _user_tmp("hlo_cache"),
+    NEFF_LOCAL_CACHE_DIR: lambda: _user_tmp("local_cache"),
     METRICS_DIR: lambda: tempfile.gettempdir(),
 }
 
@@ -172,6 +176,15 @@ def default(name: str) -> Any:
     var = _VARS[name]
     factory = _DEFAULT_FACTORIES.get(name)
     return factory() if factory else var.default
+
+
+def documented_default(name: str) -> Any:
+    """The default as the docs and the support matrix show it: the same text for every user and
+    machine (the per-user folders as ``<tmp>/neuron-<uid>/...``)."""
+    value = default(name)
+    if isinstance(value, str) and name in _DEFAULT_FACTORIES:
+        return value.replace(f"neuron-{os.geteuid()}", "neuron-<uid>")
+    return value
 
 
 def get(name: str) -> Any:
