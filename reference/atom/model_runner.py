@@ -26,7 +26,8 @@ from typing import Any, Optional, TextIO
 import torch
 from torch import nn
 
-from reference.atom.config import CompilationConfig, Config, ConfigError, default_capture_sizes
+from reference.atom.config import CompilationConfig, CompilationLevel, Config, ConfigError, default_capture_sizes
+from reference.atom.decorators import TorchCompileWrapperWithCustomDispatcher, compile_model
 from reference.atom.forward_context import (
     AttentionMetaData,
     Context,
@@ -37,7 +38,7 @@ from reference.atom.forward_context import (
 from reference.atom.graph_mode import CUDAGraphMode
 from reference.atom.region_graph import ReqGraph, request_bucket
 
-__all__ = ["ModelRunner", "RunnerCounters", "resolve_capture_sizes"]
+__all__ = ["ModelRunner", "RunnerCounters", "check_runner_config", "resolve_capture_sizes"]
 
 
 @dataclass
@@ -61,6 +62,38 @@ def resolve_capture_sizes(cc: CompilationConfig) -> tuple[list[int], str]:
     if len(cc.cuda_graph_sizes) == 1:
         return default_capture_sizes(cc.cuda_graph_sizes[0]), "cuda_graph_sizes"
     return list(cc.cuda_graph_sizes), "cuda_graph_sizes"
+
+
+def _has_token_graph_unit(model: nn.Module) -> bool:
+    return any(getattr(type(m), "token_graph_per_phase", None) is not None for m in model.modules())
+
+
+def check_runner_config(model: nn.Module, config: Config) -> None:
+    """Refuse a model and configuration that cannot run together, naming the field.
+
+    - ``level`` 2 or 3 compiles through ``@support_torch_compile``: a model with no decorated
+      module would silently run eagerly.
+    - A ``cudagraph_mode`` that uses TR_HYBRID records token graphs: the model needs a
+      ``@token_graph`` unit (unless no graph is captured: ``enforce_eager``, ``use_cudagraph=False``).
+    """
+    cc = config.compilation_config
+    if config.enforce_eager:
+        return
+    if cc.level >= CompilationLevel.DYNAMO_ONCE and not any(
+        isinstance(m, TorchCompileWrapperWithCustomDispatcher) for m in model.modules()
+    ):
+        raise ConfigError(
+            "level",
+            f"level {int(cc.level)} compiles through @support_torch_compile, and {type(model).__name__} has no decorated "
+            "module; decorate the model's compiled part, or use level 0 or 1",
+        )
+    mode = cc.cudagraph_mode or CUDAGraphMode.NONE
+    if cc.use_cudagraph and mode.uses_tr_hybrid() and not _has_token_graph_unit(model):
+        raise ConfigError(
+            "cudagraph_mode",
+            f"{mode.name} records token graphs, and {type(model).__name__} has no @token_graph unit; mark the module that "
+            "holds the step's per-token work with @token_graph, or use FULL",
+        )
 
 
 class ModelRunner:
@@ -94,6 +127,9 @@ class ModelRunner:
         self.kv_cache_data = dict(kv_cache_data or {})
         self.progress = progress
         self.enforce_eager = config.enforce_eager
+        check_runner_config(model, config)
+        # Level 1: the runner, not the decorator, compiles (in place; the model stays this object).
+        compile_model(model, config)
         self.capture_sizes: list[int] = []
         self.req_graph = ReqGraph()
         self.counters = RunnerCounters()
@@ -109,7 +145,9 @@ class ModelRunner:
     # --- mode ----------------------------------------------------------------------------------
     @property
     def graph_mode(self) -> CUDAGraphMode:
-        if self.enforce_eager:
+        """The mode the runner records and replays with: ``NONE`` under ``enforce_eager`` or
+        ``use_cudagraph=False``, whatever ``cudagraph_mode`` says."""
+        if self.enforce_eager or not self.config.compilation_config.use_cudagraph:
             return CUDAGraphMode.NONE
         return self.config.compilation_config.cudagraph_mode or CUDAGraphMode.NONE
 
@@ -144,8 +182,8 @@ class ModelRunner:
     def capture_cudagraph(self) -> tuple[float, list[int]]:
         """Record a graph per capture size, largest first; return ``(elapsed_s, sizes ascending)``.
 
-        Nothing is recorded (and ``(0.0, [])`` returned) when the graph mode is ``NONE`` or
-        ``enforce_eager`` is set. Raises ``ConfigError`` naming the size field when the largest
+        Nothing is recorded (and ``(0.0, [])`` returned) when the graph mode is ``NONE``,
+        ``use_cudagraph`` is off or ``enforce_eager`` is set. Raises ``ConfigError`` naming the size field when the largest
         size is above ``max_num_seqs``.
         """
         if self.graph_mode is CUDAGraphMode.NONE:
@@ -195,6 +233,11 @@ class ModelRunner:
     def _replays(self, batch_size: int, is_prefill: bool) -> bool:
         return not (is_prefill or self.enforce_eager or not self.capture_sizes or batch_size > self.capture_sizes[-1])
 
+    def _decode_replays(self) -> bool:
+        """Whether a decode within the ladder replays a recording: FULL_DECODE_ONLY and FULL record
+        request graphs, the TR_HYBRID modes token graphs."""
+        return self.graph_mode.decode_mode() is not CUDAGraphMode.NONE
+
     def run_model(self, input_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """One forward under the forward context in force; returns ``(logits, hidden_states)``."""
         fc = get_forward_context()
@@ -206,7 +249,9 @@ class ModelRunner:
             self.counters.count_eager("prefill")
         elif self.enforce_eager:
             self.counters.count_eager("enforce_eager")
-        elif not self.capture_sizes or bs > self.capture_sizes[-1]:
+        elif not self.capture_sizes:
+            self.counters.count_eager("nothing_captured")
+        elif bs > self.capture_sizes[-1]:
             self.counters.count_eager("above_largest_size")
         else:
             self.counters.replays += 1
@@ -228,11 +273,14 @@ class ModelRunner:
         *,
         is_prefill: bool = False,
         max_seqlen_k: Optional[int] = None,
+        query_lens: Optional[torch.Tensor] = None,
     ) -> torch.Tensor:
         """Run one step of ``len(context_lens)`` requests and return the logits of its rows.
 
-        A decode that replays is padded to its bucket (padding rows: token 0, position 0, context
-        length 0) in fresh tensors, which the replay copies into the recorded buffers.
+        ``query_lens`` (a prefill) gives each request's new rows; the attention metadata's
+        ``cu_seqlens_q`` is laid out from it. A decode that replays is padded to its bucket
+        (padding rows: token 0, position 0, context length 0) in fresh tensors, which the replay
+        copies into the recorded buffers.
         """
         bs = int(context_lens.shape[0])
         rows = int(input_ids.shape[0])
@@ -246,7 +294,14 @@ class ModelRunner:
             context_lens = torch.cat([context_lens, context_lens.new_zeros(running_bs - bs)])
         k_len = max_seqlen_k if max_seqlen_k is not None else int(context_lens.max()) if bs else 0
         attn, context = self._decode_metadata(running_bs, context_lens, positions, k_len)
-        if is_prefill:
+        if query_lens is not None:
+            if int(query_lens.sum()) != rows or len(query_lens) != bs:
+                raise ConfigError(
+                    "query_lens", f"gives {len(query_lens)} requests of {int(query_lens.sum())} rows for a step of {bs} requests and {rows} rows"
+                )
+            attn.max_seqlen_q = int(query_lens.max()) if bs else 0
+            attn.cu_seqlens_q = torch.cat([query_lens.new_zeros(1), query_lens.cumsum(0)]).to(torch.int32)
+        elif is_prefill:
             attn.max_seqlen_q, attn.cu_seqlens_q = rows, None
         context.batch_size, context.is_prefill = bs, is_prefill
         context.running_tokens = int(input_ids.shape[0])

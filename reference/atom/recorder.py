@@ -16,11 +16,18 @@ The contract, whatever the device:
 
 On CUDA a recording is one ``torch.cuda.CUDAGraph`` per segment. On the CPU there is no stream
 capture, so the recording is the sequence of launches itself: every compiled callable (a graph the
-``torch.compile`` backend returned, wrapped by :func:`recording_backend`) and every eager region
-called while recording is kept with the tensors it read and the tensors it returned. Replay calls
-each again on the recorded tensors and copies the results to the recorded outputs. Tensor work that
-goes through neither (plain eager ops outside a compiled piece) is invisible to the CPU recorder,
-as host work is to a CUDA graph; a recording whose outputs no launch produced is refused.
+``torch.compile`` backend returned, wrapped by :func:`recording_backend`; a level-3 piece, compiled
+or splitting; a level-2 graph) and every eager region called while recording is kept with the
+tensors it read and the tensors it returned. Replay calls each again on the recorded tensors and
+copies the results to the recorded outputs. A launch made inside another (an eager region inside a
+splitting piece or a whole compiled graph) is part of the outer one; when it breaks the recording,
+the outer launch replays live, which on the CPU is what the segments around the break and the live
+region amount to.
+
+When nothing compiled ran (an eager model: level 0), the whole forward is recorded as one launch,
+the CPU's stand-in for a stream capture of its kernels. When compiled pieces ran, tensor work that
+goes through no launch (plain eager ops between pieces) is invisible to the CPU recorder, as host
+work is to a CUDA graph; a recording whose outputs no launch produced is refused.
 
 Every recording lays its launches' outputs out in one :class:`GraphPool`. Recordings are never in
 use at once (a graph's outputs are consumed before another replays), so each lays out from offset 0
@@ -123,6 +130,8 @@ class Launch:
     eager: bool
     name: str
     context: Optional[ForwardContext] = None
+    #: Launched as an eager region (live or inline); otherwise a compiled graph or piece.
+    region: bool = False
 
 
 class _Active(threading.local):
@@ -281,6 +290,7 @@ class CPURecording(Recording):
     def __init__(self, *, pool: GraphPool, break_at_eager_regions: bool, name: str = "graph") -> None:
         super().__init__(pool=pool, break_at_eager_regions=break_at_eager_regions, name=name)
         self.launches: list[Launch] = []
+        self._children: list[Launch] = []
         self._layout = _Layout()
 
     @property
@@ -288,16 +298,40 @@ class CPURecording(Recording):
         return self._layout.nbytes
 
     def _launch(self, fn: Callable, args: tuple, kwargs: dict, *, eager: bool, name: str) -> Any:
-        out = fn(*args, **kwargs)
-        live = eager and self.break_at_eager_regions
-        self.launches.append(
-            Launch(fn, args, kwargs, out, eager=live, name=name, context=None if live else get_forward_context())
+        # Launches made while this one runs (an eager region inside a splitting piece, or inside a
+        # whole compiled graph) are not kept apart: replaying this launch calls them again. If one
+        # of them breaks the recording, this launch is replayed live, under the live forward
+        # context, which is what the segments around the break and the live region amount to.
+        outer, self._children = self._children, []
+        try:
+            out = fn(*args, **kwargs)
+        finally:
+            children, self._children = self._children, outer
+        live = (eager and self.break_at_eager_regions) or any(c.eager for c in children)
+        self._children.append(
+            Launch(fn, args, kwargs, out, eager=live, name=name, context=None if live else get_forward_context(), region=eager)
         )
         return out
 
     def _record(self, fn: Callable) -> Any:
+        self._children = []
         with self._capturing():
             out = fn(*self.static_inputs)
+        launches, self._children = self._children, []
+        produced = {t.untyped_storage().data_ptr() for item in launches for t in _tensors(item.outputs)}
+        static_ptrs = {t.untyped_storage().data_ptr() for t in self.static_inputs}
+        compiled_ran = any(not item.region for item in launches)
+        uncovered = any(t.untyped_storage().data_ptr() not in produced | static_ptrs for t in _tensors(out))
+        if uncovered and not compiled_ran:
+            # Nothing compiled ran (an eager model, level 0): the CPU stand-in for a stream capture
+            # of its kernels is the whole forward as one launch, live when a region broke it.
+            live = any(item.eager for item in launches)
+            fwd = Launch(
+                fn, tuple(self.static_inputs), {}, out, eager=live, name=f"{self.name}:eager forward",
+                context=None if live else get_forward_context(),
+            )
+            launches = [fwd]
+        self.launches = launches
         self._lay_out(out)
         return out
 
@@ -350,8 +384,8 @@ class CPURecording(Recording):
             if ptr not in self._layout.offsets and ptr not in static_ptrs:
                 raise GraphCaptureError(
                     f"{self.name}: output {i} of the recorded forward was not produced by a recorded launch; on the "
-                    "CPU recorder every tensor op must run in a compiled piece (torch.compile with "
-                    "recording_backend(...)) or in an @eager_region"
+                    "CPU recorder a forward that runs compiled pieces must run every tensor op in one (torch.compile "
+                    "with recording_backend(...), or a level 2 or 3 model) or in an @eager_region"
                 )
         self.outputs = pytree.tree_map(move, out)
 
