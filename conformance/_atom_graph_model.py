@@ -184,8 +184,9 @@ def register_level_attention(atom: ModuleType) -> tuple[str, list]:
 
     @atom.eager_region
     def request_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-        # Request i owns the query rows cu[i]:cu[i+1] and cache slot i, of which its first
-        # context_lens[i] entries are valid; each row also sees its own request's new rows up to itself.
+        # Request i owns the query rows cu[i]:cu[i+1] and cache slot block_tables[i] (i without a
+        # table), of which its first context_lens[i] entries are valid; each row also sees its own
+        # request's new rows up to itself.
         fc = atom.get_forward_context()
         md, kv = fc.attn_metadata, fc.kv_cache_data["layer0"]
         span = md.max_seqlen_k
@@ -199,8 +200,9 @@ def register_level_attention(atom: ModuleType) -> tuple[str, list]:
             if e <= s:
                 continue
             n = e - s
-            keys = torch.cat([kv.k_cache[i, :span], k[s:e]])  # [span + n, H, D]
-            vals = torch.cat([kv.v_cache[i, :span], v[s:e]])
+            slot = md.block_tables[i] if md.block_tables is not None else i
+            keys = torch.cat([kv.k_cache[slot, :span], k[s:e]])  # [span + n, H, D]
+            vals = torch.cat([kv.v_cache[slot, :span], v[s:e]])
             new = torch.arange(n, device=q.device)
             valid = torch.cat([(cached < md.context_lens[i]).expand(n, span), new[None, :] <= new[:, None]], dim=1)
             scores = torch.einsum("nhd,lhd->nhl", q[s:e], keys) * head_dim**-0.5
@@ -216,13 +218,14 @@ def register_level_attention(atom: ModuleType) -> tuple[str, list]:
     return name, calls
 
 
-def level_config(atom: ModuleType, level: int, mode: Any, *, piece_compiler: str = "", sizes: Any = (1, 2, 4), cache_dir: str = "", **cc: Any) -> Any:
+def level_config(atom: ModuleType, level: int, mode: Any, *, use_inductor: bool = True, sizes: Any = (1, 2, 4), cache_dir: str = "", **cc: Any) -> Any:
     """A ``Config`` at ``level`` with ``mode``, explicit capture sizes, and the level decoder's
-    attention as the splitting op."""
+    attention as the splitting op; ``use_inductor=False`` compiles with the implementation's own
+    compiler (the seed's field; the reference's pieces)."""
     name, _ = register_level_attention(atom)
     compilation = atom.CompilationConfig(
         level=level, cudagraph_mode=mode, cudagraph_capture_sizes=list(sizes), splitting_ops=[name],
-        piece_compiler=piece_compiler, use_inductor=piece_compiler != "reference", cache_dir=cache_dir, **cc,
+        use_inductor=use_inductor, cache_dir=cache_dir, **cc,
     )
     return atom.Config(compilation_config=compilation, max_num_seqs=MAX_SEQS)
 

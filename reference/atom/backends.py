@@ -299,4 +299,4 @@ class _CopyIntoStaticBuffers:
 
     def __call__(self, *args: Any) -> Any:
         # The copy is a launch of its own, so a recording around the model replays it too.
-        return self.split_gm(*launch(self._copy_in, args, eager=False, name="copy inputs"))
+        return self.split_gm(*launch(self._copy_in, args, eager=False, name="copy inputs", compiled=False))

@@ -130,8 +130,8 @@ class Launch:
     eager: bool
     name: str
     context: Optional[ForwardContext] = None
-    #: Launched as an eager region (live or inline); otherwise a compiled graph or piece.
-    region: bool = False
+    #: A compiled graph or piece (not an eager region, not glue such as a join of microbatches).
+    compiled: bool = True
 
 
 class _Active(threading.local):
@@ -147,15 +147,22 @@ def active_recording() -> Optional["Recording"]:
     return _active.recording
 
 
-def launch(fn: Callable, args: tuple, kwargs: Optional[dict] = None, *, eager: bool, name: str = "") -> Any:
+def launch(
+    fn: Callable, args: tuple, kwargs: Optional[dict] = None, *, eager: bool, name: str = "", compiled: Optional[bool] = None
+) -> Any:
     """Call ``fn(*args, **kwargs)``; while a recording is capturing, as a recorded launch.
 
     ``eager=True`` marks an eager region: a break point for recordings that break at them.
+    ``compiled`` (default: ``not eager``) says whether ``fn`` is compiled work; ``False`` for glue
+    (a copy, a join) that the runner adds around an otherwise eager model.
     """
     rec = _active.recording
     if rec is None:
         return fn(*args, **(kwargs or {}))
-    return rec._launch(fn, tuple(args), dict(kwargs or {}), eager=eager, name=name or getattr(fn, "__name__", "launch"))
+    compiled = (not eager) if compiled is None else compiled
+    return rec._launch(
+        fn, tuple(args), dict(kwargs or {}), eager=eager, name=name or getattr(fn, "__name__", "launch"), compiled=compiled
+    )
 
 
 class _RecordedPiece:
@@ -264,7 +271,7 @@ class Recording:
     def _replay(self) -> None:
         raise NotImplementedError
 
-    def _launch(self, fn: Callable, args: tuple, kwargs: dict, *, eager: bool, name: str) -> Any:
+    def _launch(self, fn: Callable, args: tuple, kwargs: dict, *, eager: bool, name: str, compiled: bool = True) -> Any:
         raise NotImplementedError
 
     @contextlib.contextmanager
@@ -297,7 +304,7 @@ class CPURecording(Recording):
     def nbytes(self) -> int:
         return self._layout.nbytes
 
-    def _launch(self, fn: Callable, args: tuple, kwargs: dict, *, eager: bool, name: str) -> Any:
+    def _launch(self, fn: Callable, args: tuple, kwargs: dict, *, eager: bool, name: str, compiled: bool = True) -> Any:
         # Launches made while this one runs (an eager region inside a splitting piece, or inside a
         # whole compiled graph) are not kept apart: replaying this launch calls them again. If one
         # of them breaks the recording, this launch is replayed live, under the live forward
@@ -309,7 +316,10 @@ class CPURecording(Recording):
             children, self._children = self._children, outer
         live = (eager and self.break_at_eager_regions) or any(c.eager for c in children)
         self._children.append(
-            Launch(fn, args, kwargs, out, eager=live, name=name, context=None if live else get_forward_context(), region=eager)
+            Launch(
+                fn, args, kwargs, out, eager=live, name=name, context=None if live else get_forward_context(),
+                compiled=compiled or any(c.compiled for c in children),
+            )
         )
         return out
 
@@ -318,11 +328,7 @@ class CPURecording(Recording):
         with self._capturing():
             out = fn(*self.static_inputs)
         launches, self._children = self._children, []
-        produced = {t.untyped_storage().data_ptr() for item in launches for t in _tensors(item.outputs)}
-        static_ptrs = {t.untyped_storage().data_ptr() for t in self.static_inputs}
-        compiled_ran = any(not item.region for item in launches)
-        uncovered = any(t.untyped_storage().data_ptr() not in produced | static_ptrs for t in _tensors(out))
-        if uncovered and not compiled_ran:
+        if not any(item.compiled for item in launches):
             # Nothing compiled ran (an eager model, level 0): the CPU stand-in for a stream capture
             # of its kernels is the whole forward as one launch, live when a region broke it.
             live = any(item.eager for item in launches)
@@ -420,7 +426,7 @@ class CUDARecording(Recording):
         graph.capture_end()
         self.segments.append(graph)
 
-    def _launch(self, fn: Callable, args: tuple, kwargs: dict, *, eager: bool, name: str) -> Any:
+    def _launch(self, fn: Callable, args: tuple, kwargs: dict, *, eager: bool, name: str, compiled: bool = True) -> Any:
         if not (eager and self.break_at_eager_regions):
             return fn(*args, **kwargs)  # captured into the open segment
         self._end()
