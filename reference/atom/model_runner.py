@@ -40,7 +40,7 @@ from reference.atom.forward_context import (
 from reference.atom.forward_mode import ForwardMode, decode_bucket_splits, decode_ubatch_request_ranges
 from reference.atom.graph_mode import CUDAGraphMode
 from reference.atom.recorder import launch
-from reference.atom.region_graph import PHASES, ReqGraph, request_bucket, token_graph_of
+from reference.atom.region_graph import PHASES, DraftGraph, ReqGraph, request_bucket, token_graph_of
 
 __all__ = ["ModelRunner", "RunnerCounters", "check_runner_config", "resolve_capture_sizes"]
 
@@ -122,9 +122,17 @@ class ModelRunner:
         kv_cache_data: Optional[dict[str, KVCacheTensor]] = None,
         progress: Optional[TextIO] = None,
         enable_tbo: bool = False,
+        drafter: Optional[nn.Module] = None,
     ) -> None:
         self.model = model
         self.enable_tbo = enable_tbo
+        self.drafter = drafter
+        if drafter is not None and (mtp_k < 1 or not isinstance(getattr(drafter, "hidden_size", None), int)):
+            raise ConfigError(
+                "drafter",
+                f"an MTP drafter needs mtp_k >= 1 (got {mtp_k}) and a hidden_size attribute (the width of the hidden "
+                "state it reads); give both or no drafter",
+            )
         self.config = config
         self.device = torch.device(device)
         self.rank = rank
@@ -139,6 +147,7 @@ class ModelRunner:
         compile_model(model, config)
         self.capture_sizes: list[int] = []
         self.req_graph = ReqGraph()
+        self.draft_graph = DraftGraph()
         self.counters = RunnerCounters()
         max_seqs = config.max_num_seqs
         max_tokens = max_seqs * (mtp_k + 1)
@@ -148,6 +157,9 @@ class ModelRunner:
             "positions": torch.zeros(max_tokens, dtype=torch.long, device=self.device),
             "context_lens": torch.zeros(max_seqs, dtype=torch.long, device=self.device),
         }
+        if drafter is not None:
+            self.forward_vars["draft_hidden"] = torch.zeros(max_seqs, drafter.hidden_size, device=self.device)
+            self.forward_vars["draft_ids"] = torch.zeros(max_seqs, dtype=torch.long, device=self.device)
 
     # --- mode ----------------------------------------------------------------------------------
     @property
@@ -230,10 +242,50 @@ class ModelRunner:
                         positions,
                         context_lens,
                     )
+            if self.drafter is not None:
+                self._capture_drafter(bs)
             if self.device.type == "cuda":
                 torch.cuda.synchronize()
         self.capture_sizes = sorted(sizes)
         return time.perf_counter() - start, list(self.capture_sizes)
+
+    def _draft_pass(self, hidden: torch.Tensor, token_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        hidden, logits = self.drafter(hidden, token_ids)
+        return hidden, logits.argmax(-1)
+
+    def _capture_drafter(self, bs: int) -> None:
+        """The drafter records each of its ``mtp_k`` passes for ``bs`` requests as a
+        :class:`~reference.atom.region_graph.DraftGraph`, in the pool every graph shares."""
+        fv = self.forward_vars
+        hidden, ids = fv["draft_hidden"][:bs], fv["draft_ids"][:bs]
+        self._draft_pass(hidden, ids)  # warm-up
+        for j in range(self.mtp_k):
+            self.draft_graph.record((bs, j), self._draft_pass, hidden, ids)
+
+    def propose(self, hidden: torch.Tensor, token_ids: torch.Tensor) -> torch.Tensor:
+        """The drafter's ``mtp_k`` passes from each request's last hidden state and token: the
+        draft tokens ``[batch, mtp_k]``. Replays the draft graphs of the padded bucket when the
+        batch fits the ladder; runs the drafter eagerly otherwise."""
+        if self.drafter is None:
+            raise ConfigError("drafter", "propose() needs a runner built with a drafter")
+        bs = int(token_ids.shape[0])
+        replay = bool(self.capture_sizes) and not self.enforce_eager and bs <= self.capture_sizes[-1]
+        drafts = []
+        if replay:
+            running_bs = self.padded_batch(bs)
+            if running_bs != bs:
+                hidden = torch.cat([hidden, hidden.new_zeros(running_bs - bs, hidden.shape[1])])
+                token_ids = torch.cat([token_ids, token_ids.new_zeros(running_bs - bs)])
+            for j in range(self.mtp_k):
+                hidden, token_ids = self.draft_graph.replay((running_bs, j), hidden, token_ids)
+                drafts.append(token_ids[:bs].clone())  # the next replay overwrites the outputs
+            self.counters.replays += 1
+        else:
+            for _ in range(self.mtp_k):
+                hidden, token_ids = self._draft_pass(hidden, token_ids)
+                drafts.append(token_ids)
+            self.counters.count_eager("draft_above_largest_size" if self.capture_sizes else "draft_nothing_captured")
+        return torch.stack(drafts, dim=1)
 
     # --- steps ---------------------------------------------------------------------------------
     def _token_buckets(self) -> dict[str, list[int]]:

@@ -55,9 +55,11 @@ __all__ = [
     "Launch",
     "Recording",
     "active_recording",
+    "drain_collectives",
     "launch",
     "new_recording",
     "recording_backend",
+    "track_collective",
 ]
 
 _ALIGN = 64  # bytes; every slot in the pool starts on a cache line
@@ -132,6 +134,44 @@ class Launch:
     context: Optional[ForwardContext] = None
     #: A compiled graph or piece (not an eager region, not glue such as a join of microbatches).
     compiled: bool = True
+
+
+class _PendingCollectives:
+    """Asynchronous collectives issued eagerly and not yet waited on (``torch.distributed`` work
+    handles). Every recording drains them first: a collective still pending on a stream that a
+    capture joins invalidates the capture (the seed's NCCL-watchdog drain); on the CPU, with
+    nothing pending, draining is a no-op."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._works: list[Any] = []
+
+    def track(self, work: Any) -> Any:
+        with self._lock:
+            self._works.append(work)
+        return work
+
+    def drain(self) -> int:
+        with self._lock:
+            works, self._works = self._works, []
+        for work in works:
+            work.wait()
+        return len(works)
+
+
+_PENDING = _PendingCollectives()
+
+
+def track_collective(work: Any) -> Any:
+    """Register an async collective's work handle (``dist.all_reduce(..., async_op=True)``) so that
+    the next recording waits for it before it starts; returns ``work``."""
+    return _PENDING.track(work)
+
+
+def drain_collectives() -> int:
+    """Wait for every tracked collective; returns how many were pending. Called before each
+    recording (the drain-before-record step)."""
+    return _PENDING.drain()
 
 
 class _Active(threading.local):
@@ -211,6 +251,8 @@ class Recording:
         self.static_inputs: tuple[torch.Tensor, ...] = ()
         self.outputs: Any = None
         self.replays = 0
+        #: How many pending collectives the drain before this recording waited for.
+        self.drained = 0
         self._recorded = False
 
     # --- shared -----------------------------------------------------------------------------
@@ -230,6 +272,7 @@ class Recording:
         if bad:
             raise GraphCaptureError(f"{self.name}: static input(s) {bad} are not tensors; a graph reads tensors only")
         self.static_inputs = tuple(static_inputs)
+        self.drained = drain_collectives()
         out = self._record(fn)
         self._recorded = True
         return out
