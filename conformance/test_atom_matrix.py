@@ -8,9 +8,13 @@ graph modes: ``ModelRunner`` captures at every size of a short ladder, then runs
 (two requests of several new tokens over cached ones) and a decode of every batch size from 1 to
 one above the largest, each matched against the uncompiled forward.
 
+Beside the matrix, on level 0 (the dispatch does not depend on the compiler): a simulated DP group
+of two ranks replays one token bucket on both, and TBO decode splits buckets and runs an unserved
+split eagerly. ``use_cudagraph=False`` captures nothing in every cell.
+
 Cost: each (level, compiler) cell compiles its model once and shares it across the five modes
-(token-graph recordings are kept by the model, so the TR_HYBRID modes share them too), all in one
-module fixture on one xdist worker. Level 2 with the implementation's own compiler is left out: it
+(token-graph recordings are kept by the model, so the TR_HYBRID modes share them too), in a module
+fixture per cell, all on one xdist worker; a run of level-0 tests compiles nothing. Level 2 with the implementation's own compiler is left out: it
 compiles the whole graph, custom attention op included, and the reference's lowering has no rule
 for a custom op (docs/atom.md).
 """
@@ -75,9 +79,10 @@ def _run_mode(atom, model, cache, config) -> dict:
         # the eager region live (it sees 5); a request graph replays the capture's (the cache length).
         ids, pos, lens = G.decode_step(2, seed=7)
         lens = lens.clamp(max=5)
+        before = len(model.attention_calls)
         got = runner.execute(ids, pos, lens, max_seqlen_k=5)
-        seen_by_attention = model.attention_calls[-1]
-        out["live"] = (_worst(got, G.eager_step_logits(atom, model, cache, ids, pos, lens)), seen_by_attention)
+        calls = list(model.attention_calls[before:])
+        out["live"] = (_worst(got, G.eager_step_logits(atom, model, cache, ids, pos, lens)), calls)
         out["static_holds_live"] = bool(out["capture"]) and torch.equal(runner.forward_vars["input_ids"][:2], ids)
     out["replays"] = runner.counters.replays
     out["eager"] = runner.counters.eager
@@ -93,45 +98,45 @@ class _Quiet:
         pass
 
 
-@pytest.fixture(scope="module")
-def matrix(atom, tmp_path_factory):
-    """Every cell and mode, run once; tests read what it saw. Wall time per cell is kept."""
-    seen: dict = {"cells": {}, "seconds": {}}
+CELL_IDS = {(0, True): "L0", (1, True): "L1", (2, True): "L2-inductor", (3, True): "L3-inductor", (3, False): "L3-own"}
+
+
+@pytest.fixture(scope="module", params=CELLS, ids=lambda c: CELL_IDS[c])
+def cell(request, atom, tmp_path_factory):
+    """One (level, compiler) cell: its model compiled once, every mode run on it; tests read what
+    it saw. A cell is computed when the first of its tests runs, so a run of level-0 tests compiles
+    nothing."""
+    level, inductor = request.param
+    start = time.perf_counter()
+    torch._dynamo.reset()
     cache = G.kv_cache(atom)
-    for level, inductor in CELLS:
-        start = time.perf_counter()
-        torch._dynamo.reset()
-        root = str(tmp_path_factory.mktemp(f"atom_matrix_{level}_{int(inductor)}"))
-        graphs = _dynamo_graphs()
-        model = G.build_level_decoder(atom, G.level_config(atom, level, "NONE", use_inductor=inductor, cache_dir=root))
-        cell = {}
-        for mode in MODES:
-            config = G.level_config(atom, level, mode, use_inductor=inductor, cache_dir=root)
-            cell[mode] = _run_mode(atom, model, cache, config)
-        cell["dynamo_graphs"] = _dynamo_graphs() - graphs
-        if (level, inductor) == (3, True):
-            # use_cudagraph=False: no capture whatever the mode.
-            off = G.level_config(atom, level, "TR_HYBRID", use_inductor=inductor, cache_dir=root, use_cudagraph=False)
-            cell["use_cudagraph_off"] = _run_mode(atom, model, cache, off)
-        seen["cells"][(level, inductor)] = cell
-        seen["seconds"][(level, inductor)] = round(time.perf_counter() - start, 1)
+    root = str(tmp_path_factory.mktemp(f"atom_matrix_{CELL_IDS[request.param]}"))
+    graphs = _dynamo_graphs()
+    model = G.build_level_decoder(atom, G.level_config(atom, level, "NONE", use_inductor=inductor, cache_dir=root))
+    seen: dict = {"key": request.param}
+    for mode in MODES:
+        config = G.level_config(atom, level, mode, use_inductor=inductor, cache_dir=root)
+        seen[mode] = _run_mode(atom, model, cache, config)
+    seen["dynamo_graphs"] = _dynamo_graphs() - graphs
+    # use_cudagraph=False: no capture whatever the mode.
+    off = G.level_config(atom, level, "FULL", use_inductor=inductor, cache_dir=root, use_cudagraph=False)
+    seen["use_cudagraph_off"] = _run_mode(atom, model, cache, off)
+    seen["seconds"] = round(time.perf_counter() - start, 1)
+    print(f"\natom matrix: cell {CELL_IDS[request.param]} took {seen['seconds']} s")
     return seen
 
 
-CASES = [pytest.param(level, inductor, mode, id=f"L{level}-{'inductor' if inductor else 'own'}-{mode}") for level, inductor in CELLS for mode in MODES]
-
-
-@pytest.mark.parametrize("level,inductor,mode", CASES)
-def test_prefill_and_every_decode_match_eager(matrix, level, inductor, mode):
-    seen = matrix["cells"][(level, inductor)][mode]
+@pytest.mark.parametrize("mode", MODES)
+def test_prefill_and_every_decode_match_eager(cell, mode):
+    seen = cell[mode]
     assert seen["prefill"] <= ATOL, f"prefill |diff| {seen['prefill']}"
     assert {bs: d for bs, d in seen["decode"].items() if not d <= ATOL} == {}, "batch size -> worst |diff|"
     assert seen["live"][0] <= ATOL
 
 
-@pytest.mark.parametrize("level,inductor,mode", CASES)
-def test_the_ladder_is_captured_and_decodes_within_it_replay(matrix, level, inductor, mode):
-    seen = matrix["cells"][(level, inductor)][mode]
+@pytest.mark.parametrize("mode", MODES)
+def test_the_ladder_is_captured_and_decodes_within_it_replay(cell, mode):
+    seen = cell[mode]
     steps = 1 + len(DECODES) + 1  # the prefill, the decodes, the live-metadata decode
     if mode == "NONE":
         assert seen["capture"] == []
@@ -147,23 +152,84 @@ def test_the_ladder_is_captured_and_decodes_within_it_replay(matrix, level, indu
         assert seen["static_holds_live"], "the replay did not read the live inputs through the recorded buffers"
 
 
-@pytest.mark.parametrize("level,inductor,mode", [c for c in CASES if c.values[2] != "NONE"])
-def test_token_graphs_run_the_attention_live_and_request_graphs_replay_it(matrix, level, inductor, mode):
-    rows, span = matrix["cells"][(level, inductor)][mode]["live"][1]
-    assert rows == 2
-    assert span == (5 if mode in TR_MODES else G.MAX_LEN), "TR_HYBRID: the live step's metadata; FULL: the capture's"
+@pytest.mark.parametrize("mode", [m for m in MODES if m != "NONE"])
+def test_token_graphs_run_the_attention_live_and_request_graphs_do_not(cell, mode):
+    calls = cell[mode]["live"][1]
+    live = [c for c in calls if c == (2, 5)]  # the live step's rows and span
+    if mode in TR_MODES:
+        assert live, f"TR_HYBRID: the eager region did not run with the live metadata (calls {calls})"
+    else:
+        assert not live, f"FULL: the request graph ran the attention with the live metadata (calls {calls})"
 
 
-def test_level_0_runs_no_dynamo_and_level_1_is_compiled_by_the_runner(matrix):
-    assert matrix["cells"][(0, True)]["dynamo_graphs"] == 0
-    assert matrix["cells"][(1, True)]["dynamo_graphs"] > 0, "level 1 through the runner ran no Dynamo frame"
-
-
-def test_use_cudagraph_false_captures_nothing_whatever_the_mode(matrix):
-    seen = matrix["cells"][(3, True)]["use_cudagraph_off"]
+def test_use_cudagraph_false_captures_nothing_whatever_the_mode(cell):
+    seen = cell["use_cudagraph_off"]
     assert seen["capture"] == []
     assert seen["replays"] == 0
     assert seen["prefill"] <= ATOL and max(seen["decode"].values()) <= ATOL
+
+
+def test_only_level_0_runs_without_dynamo_and_level_1_is_compiled_by_the_runner(cell):
+    level = cell["key"][0]
+    if level == 0:
+        assert cell["dynamo_graphs"] == 0
+    else:
+        assert cell["dynamo_graphs"] > 0, f"level {level} through the runner ran no Dynamo frame"
+
+
+def _fresh_calls(model, before: int) -> list:
+    return [rows for rows, _ in model.attention_calls[before:]]
+
+
+@pytest.fixture(scope="module")
+def level0(atom, tmp_path_factory):
+    """A level-0 decoder for the checks whose dispatch does not depend on the compiler."""
+    root = str(tmp_path_factory.mktemp("atom_matrix_dispatch"))
+    return {"model": G.build_level_decoder(atom, G.level_config(atom, 0, "NONE", cache_dir=root)), "cache": G.kv_cache(atom), "root": root}
+
+
+def test_a_dp_group_replays_the_bucket_of_its_largest_token_count_on_every_rank(atom, level0):
+    cell = level0
+    model, cache = cell["model"], cell["cache"]
+    counts = [1, 3]  # rank 0 scheduled one request, rank 1 three: both replay the bucket of 4
+    for rank in (0, 1):
+        config = G.level_config(atom, 0, "TR_HYBRID", cache_dir=cell["root"])
+        runner = atom.ModelRunner(model, config, kv_cache_data=cache, max_model_len=G.MAX_LEN, rank=rank, dp_size=2, progress=_Quiet())
+        with torch.no_grad():
+            runner.capture_cudagraph()
+            ids, pos, lens = G.decode_step(counts[rank], seed=50 + rank)
+            before = len(model.attention_calls)
+            got = runner.execute(ids, pos, lens, num_tokens_across_dp=counts)
+            calls = _fresh_calls(model, before)
+        assert calls == [4], f"rank {rank} ran the attention on {calls} rows, not the group's bucket of 4"
+        assert _worst(got, G.eager_step_logits(atom, model, cache, ids, pos, lens)) <= ATOL
+
+
+def test_tbo_decode_splits_a_bucket_in_two_and_an_unserved_split_runs_eagerly(atom, level0):
+    cell = level0
+    model, cache = cell["model"], cell["cache"]
+    seen = {}
+    for mode in ("FULL", "TR_HYBRID"):
+        config = G.level_config(atom, 0, mode, cache_dir=cell["root"])
+        runner = atom.ModelRunner(model, config, kv_cache_data=cache, max_model_len=G.MAX_LEN, enable_tbo=True, progress=_Quiet())
+        with torch.no_grad():
+            runner.capture_cudagraph()
+            for bs in (2, 3, 5):
+                ids, pos, lens = G.decode_step(bs, seed=60 + bs)
+                before = len(model.attention_calls)
+                got = runner.execute(ids, pos, lens)
+                seen[(mode, bs)] = _fresh_calls(model, before)
+                assert _worst(got, G.eager_step_logits(atom, model, cache, ids, pos, lens)) <= ATOL, (mode, bs)
+        seen[mode] = (runner.counters.replays, runner.counters.eager)
+    # Off the ladder: eager, two microbatches cut from the five scheduled requests (3 + 2).
+    assert seen[("FULL", 5)] == [3, 2] and seen[("TR_HYBRID", 5)] == [3, 2]
+    # TR_HYBRID: a bucket of 2 does not split (a token graph, the attention live on 2 rows); three
+    # requests split and token graphs have no split recording: eager, 2 + 1.
+    assert seen[("TR_HYBRID", 2)] == [2] and seen[("TR_HYBRID", 3)] == [2, 1]
+    assert seen["TR_HYBRID"] == (1, 2)
+    # FULL: 2 and 3 replay request graphs (3 pads to the TBO graph of 4); never on the scheduled split.
+    assert seen["FULL"] == (2, 1)
+    assert [2, 1] not in (seen[("FULL", 2)], seen[("FULL", 3)])
 
 
 def test_invalid_combinations_are_typed_errors_naming_the_field(atom, tmp_path):
@@ -174,4 +240,3 @@ def test_invalid_combinations_are_typed_errors_naming_the_field(atom, tmp_path):
     with pytest.raises(atom.ConfigError) as err:
         atom.ModelRunner(plain, G.level_config(atom, 0, "TR_HYBRID", cache_dir=str(tmp_path)))
     assert err.value.field == "cudagraph_mode"
-
