@@ -192,7 +192,14 @@ def register_level_attention(atom: ModuleType) -> tuple[str, list]:
         span = md.max_seqlen_k
         rows = q.shape[0]
         calls.append((rows, span))
-        cu = md.cu_seqlens_q.tolist() if md.cu_seqlens_q is not None else list(range(rows + 1))
+        if fc.context is not None and not fc.context.is_prefill:
+            # A decode: max_seqlen_q rows per request, so no host read of a device tensor (which a
+            # CUDA graph capture of this region under FULL would refuse).
+            cu = list(range(0, rows + 1, md.max_seqlen_q))
+        elif md.cu_seqlens_q is not None:
+            cu = md.cu_seqlens_q.tolist()
+        else:
+            cu = list(range(rows + 1))
         out = torch.zeros_like(q)
         cached = torch.arange(span, device=q.device)
         for i in range(len(cu) - 1):
@@ -213,7 +220,13 @@ def register_level_attention(atom: ModuleType) -> tuple[str, list]:
     def token_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, output: torch.Tensor) -> None:
         output.copy_(request_attention(q, k, v))
 
-    name = atom.direct_register_custom_op(LEVEL_OP, token_attention, mutates_args=["output"])
+    def token_attention_fake(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, output: torch.Tensor) -> None:
+        return None
+
+    # One kernel for every device (the CPU here, CUDA on a GPU machine); the fake one for tracing.
+    name = atom.direct_register_custom_op(
+        LEVEL_OP, token_attention, mutates_args=["output"], fake_impl=token_attention_fake, dispatch_key="CompositeExplicitAutograd"
+    )
     _LEVEL_OPS[id(atom)] = (name, calls)
     return name, calls
 
@@ -282,7 +295,7 @@ def build_level_decoder(atom: ModuleType, config: Any, *, seed: int = 0) -> nn.M
     return model.eval()
 
 
-def prefill_step(query_lens: Any, seed: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+def prefill_step(query_lens: Any, seed: int, device: Any = "cpu") -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """``(input_ids, positions, context_lens, query_lens)`` of a prefill: request i brings
     ``query_lens[i]`` new tokens after ``context_lens[i]`` cached ones."""
     gen = torch.Generator().manual_seed(seed)
@@ -290,12 +303,12 @@ def prefill_step(query_lens: Any, seed: int) -> tuple[torch.Tensor, torch.Tensor
     lens = torch.randint(0, MAX_LEN - int(q.max()) + 1, (len(q),), generator=gen)
     ids = torch.randint(0, VOCAB, (int(q.sum()),), generator=gen)
     pos = torch.cat([torch.arange(int(c), int(c) + int(n)) for c, n in zip(lens, q)])
-    return ids, pos, lens, q
+    return ids.to(device), pos.to(device), lens.to(device), q.to(device)
 
 
 def eager_step_logits(atom: ModuleType, model: nn.Module, cache: dict, ids, pos, lens, query_lens=None) -> torch.Tensor:
     """Any step (prefill with ``query_lens``, else a decode) run with no compiler and no graph."""
-    q = query_lens if query_lens is not None else torch.ones(len(lens), dtype=torch.long)
+    q = query_lens if query_lens is not None else torch.ones(len(lens), dtype=torch.long, device=lens.device)
     cu = torch.cat([q.new_zeros(1), q.cumsum(0)]).to(torch.int32)
     attn = atom.AttentionMetaData(max_seqlen_q=int(q.max()), max_seqlen_k=MAX_LEN, cu_seqlens_q=cu, context_lens=lens)
     ctx = atom.Context(
