@@ -7,9 +7,15 @@ context built on the runner's static buffers. Under FULL the whole forward is a 
 ``FULL_AND_TR_HYBRID``, which the runner records exactly as TR_HYBRID) the model's
 ``@token_graph`` unit records its token buckets.
 
-:meth:`ModelRunner.run_model` dispatches a step by four rules: a prefill runs eagerly;
-``enforce_eager`` runs eagerly; a decode above the largest captured size runs eagerly; any other
-decode replays the bucket it was padded to. ``counters`` counts each outcome.
+The runner refuses a model and configuration that cannot run together (:func:`check_runner_config`)
+and, at level 1, compiles the model itself (:func:`~reference.atom.decorators.compile_model`).
+
+Each step runs as :meth:`~reference.atom.forward_mode.ForwardMode.decide` says: a prefill runs
+eagerly (unless its phase recorded a token bucket); ``enforce_eager`` runs eagerly; a decode above
+the largest captured size runs eagerly; any other decode replays the bucket it was padded to (under
+TR_HYBRID, the bucket of the DP group's largest token count). With ``enable_tbo`` a decode whose
+bucket splits runs as two microbatches. ``counters`` counts each outcome. A drafter (``mtp_k``
+draft tokens per request) records its passes as draft graphs; :meth:`ModelRunner.propose` runs them.
 
 The model is any module with ``model(input_ids, positions) -> hidden_states`` and
 ``model.compute_logits(hidden_states)``; its attention reads the step's metadata from the forward
