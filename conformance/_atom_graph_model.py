@@ -13,6 +13,7 @@ can see which metadata an eager region ran with.
 
 from __future__ import annotations
 
+import os
 from types import ModuleType
 from typing import Any
 
@@ -316,3 +317,36 @@ def eager_step_logits(atom: ModuleType, model: nn.Module, cache: dict, ids, pos,
     )
     with torch.no_grad(), atom.in_forward_context(attn, None, ctx, kv_cache_data=cache):
         return model.compute_logits(type(model.model).forward(model.model, ids, pos))
+
+
+def dp_rank_main(atom_module: str, rank: int, counts: list, init_file: str, out_path: str) -> None:
+    """One rank of a DP group in a process of its own (``multiprocessing`` spawn): builds the level
+    decoder at level 0 with TR_HYBRID, captures, gathers the group's token counts over gloo, runs
+    its decode step with them, and writes what it saw (JSON) to ``out_path``."""
+    import importlib
+    import json
+
+    import torch.distributed as dist
+
+    atom = importlib.import_module(atom_module)
+    torch.set_num_threads(1)
+    model = build_level_decoder(atom, level_config(atom, 0, "NONE"))
+    cache = kv_cache(atom)
+    config = level_config(atom, 0, "TR_HYBRID")
+    runner = atom.ModelRunner(model, config, kv_cache_data=cache, max_model_len=MAX_LEN, rank=rank, dp_size=len(counts), progress=open(os.devnull, "w"))
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=len(counts))
+    try:
+        with torch.no_grad():
+            runner.capture_cudagraph()
+            gathered = [torch.zeros(1, dtype=torch.long) for _ in counts]
+            dist.all_gather(gathered, torch.tensor([counts[rank]]))
+            group = [int(t) for t in gathered]
+            ids, pos, lens = decode_step(counts[rank], seed=70 + rank)
+            before = len(model.attention_calls)
+            got = runner.execute(ids, pos, lens, num_tokens_across_dp=group)
+            rows = [r for r, _ in model.attention_calls[before:]]
+            diff = (got - eager_step_logits(atom, model, cache, ids, pos, lens)).abs().max().item()
+        with open(out_path, "w") as f:
+            json.dump({"group": group, "rows": rows, "diff": diff}, f)
+    finally:
+        dist.destroy_process_group()

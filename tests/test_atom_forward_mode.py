@@ -151,3 +151,31 @@ def test_a_simulated_dp_group_replays_one_bucket_on_every_rank(model, cache):
     assert seen == [4, 4]
     with pytest.raises(atom.ConfigError, match="num_tokens_across_dp"):
         ranks[0].execute(torch.zeros(2, dtype=torch.long), torch.ones(2, dtype=torch.long), torch.ones(2, dtype=torch.long), num_tokens_across_dp=[1, 3])
+
+
+def test_real_dp_ranks_on_gloo_replay_one_token_bucket(tmp_path):
+    """Two ranks in two fresh processes, their token counts gathered over gloo on loopback: both
+    replay the token bucket of the larger count (the live attention ran on its 4 rows)."""
+    import json
+    import multiprocessing
+
+    counts = [1, 3]
+    ctx = multiprocessing.get_context("spawn")
+    outs = [tmp_path / f"rank{r}.json" for r in (0, 1)]
+    procs = [
+        ctx.Process(target=G.dp_rank_main, args=("reference.atom", r, counts, str(tmp_path / "init"), str(outs[r])))
+        for r in (0, 1)
+    ]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(timeout=240)
+    codes = [p.exitcode for p in procs]
+    for p in procs:
+        if p.is_alive():
+            p.kill()
+    assert codes == [0, 0], f"rank exit codes {codes}"
+    seen = [json.loads(o.read_text()) for o in outs]
+    assert [s["group"] for s in seen] == [counts, counts]
+    assert [s["rows"] for s in seen] == [[4], [4]]
+    assert max(s["diff"] for s in seen) <= ATOL
