@@ -131,7 +131,7 @@ CAPABILITIES: dict[str, Capability] = {
             "atom",
             "ATOM: compilation levels, piecewise compilation, the compiler manager, graph capture",
             required=("atom",),
-            modules=("atom_compilation", "atom_graphs"),
+            modules=("atom_compilation", "atom_graphs", "atom_matrix"),
         ),
     )
 }

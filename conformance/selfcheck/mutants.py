@@ -395,6 +395,64 @@ def refused_code_is_kept():
     cls.bytecode_hook = keeps
 
 
+# --- ATOM: levels and graph modes through the runner ---------------------------------------------
+
+_ATOM_RUNNER = "reference.atom.model_runner"
+_ATOM_MATRIX = "conformance/test_atom_matrix.py"
+
+
+@_mutant("ATOM runner: use_cudagraph", f"{_ATOM_MATRIX}::test_use_cudagraph_false_captures_nothing_whatever_the_mode[L0]",
+         r"\[1, 2, 4\] == \[\]")
+def use_cudagraph_ignored():
+    """The runner reads ``cudagraph_mode`` only: ``use_cudagraph=False`` still captures."""
+    runner = _module(_ATOM_RUNNER).ModelRunner
+
+    def graph_mode(self):
+        if self.enforce_eager:
+            return _module("reference.atom.graph_mode").CUDAGraphMode.NONE
+        return self.config.compilation_config.cudagraph_mode
+
+    runner.graph_mode = property(graph_mode)
+
+
+@_mutant("ATOM runner: token graphs break at eager regions",
+         f"{_ATOM_MATRIX}::test_token_graphs_run_the_attention_live_and_request_graphs_do_not[L0-TR_HYBRID]",
+         r"did not run with the live metadata")
+def token_graphs_do_not_break():
+    """Token graphs record eager regions inline, as request graphs do: a replay runs the attention
+    with the capture's metadata instead of the live step's."""
+    home = _module("reference.atom.region_graph")
+    new_recording = home.new_recording
+    home.new_recording = lambda device, **kw: new_recording(device, **{**kw, "break_at_eager_regions": False})
+
+
+@_mutant("ATOM runner: DP token buckets",
+         f"{_ATOM_MATRIX}::test_a_dp_group_replays_the_bucket_of_its_largest_token_count_on_every_rank",
+         r"not the group's bucket of 4")
+def dp_ranks_pad_alone():
+    """Each DP rank pads to the token bucket of the group's smallest count, not its largest, so the
+    ranks of one step replay different buckets (their collectives would hang)."""
+    mode = _module("reference.atom.forward_mode").ForwardMode
+    pad = mode._pad_to_token_graph
+    mode._pad_to_token_graph = staticmethod(lambda counts, buckets: pad([min(counts)], buckets))
+
+
+@_mutant("ATOM runner: TBO microbatches",
+         f"{_ATOM_MATRIX}::test_tbo_decode_splits_a_bucket_in_two_and_an_unserved_split_runs_eagerly", r"== \[3, 2\]")
+def tbo_split_lopsided():
+    """The two TBO microbatches are cut one request from the end instead of in half."""
+    lopsided = lambda running_bs: (range(0, running_bs - 1), range(running_bs - 1, running_bs))  # noqa: E731
+    for name in ("reference.atom.forward_mode", _ATOM_RUNNER):
+        _module(name).decode_ubatch_request_ranges = lopsided
+
+
+@_mutant("ATOM runner: level 1", f"{_ATOM_MATRIX}::test_only_level_0_runs_without_dynamo_and_level_1_is_compiled_by_the_runner[L1]",
+         r"ran no Dynamo frame")
+def level_1_runs_eagerly():
+    """The runner leaves level 1 to the decorator, which does not compile it: the model runs eagerly."""
+    _module(_ATOM_RUNNER).compile_model = lambda model, config: model
+
+
 # --- adapters ---------------------------------------------------------------------------------------
 
 
