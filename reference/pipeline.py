@@ -43,7 +43,7 @@ from reference.core.schema import ArtifactMetadata
 from reference.core.specs import LoweredGraph
 from reference.fx_passes import get_default_pass_manager
 from reference.lowering.cost import estimate_flops
-from reference.lowering.stablehlo import input_specs, lower_to_stablehlo, lowering_fingerprint
+from reference.lowering.stablehlo import input_specs, lower_to_stablehlo, lowering_fingerprint, none_outputs, with_none_outputs
 from reference.runtime import LoadedArtifact
 from reference.spmd.collectives import has_collectives
 from reference.spmd.program import LoadedProgram, ProgramCompiler, SPMDProgram, lower_program
@@ -348,7 +348,7 @@ class CompiledGraph:
 
     def __init__(
         self, built: BuiltArtifact, loaded: Callable | None, eager: Callable | None, *, hlo: str = "",
-        lowering: Lowering | None = None,
+        lowering: Lowering | None = None, nones: Sequence[int] = (),
     ) -> None:
         self.built = built
         self.loaded = loaded
@@ -357,10 +357,14 @@ class CompiledGraph:
         self.graph_name = built.graph_name
         self.hlo = hlo
         self.lowering = lowering
+        #: positions of the graph's ``None`` outputs, which the artifact does not return
+        self.nones = tuple(nones)
 
     def __call__(self, *args: torch.Tensor):
         if self.loaded is None:
             return self._eager(*args)
+        if self.nones:
+            return with_none_outputs(self.loaded(*args), self.nones)
         return self.loaded(*args)
 
 
@@ -386,7 +390,7 @@ def compile_aten_graph(
     lowering = lower(aten_gm, graph_name=graph_name)
     return serve(
         lowering, compiler_args, graph_name=graph_name, model_name=model_name, fx_passes_us=fx_passes_us,
-        key_policy=key_policy, eager=aten_gm,
+        key_policy=key_policy, eager=aten_gm, nones=none_outputs(aten_gm),
     )
 
 
@@ -400,16 +404,19 @@ def serve(
     key_policy: KeyPolicy = DEFAULT_KEY,
     eager: Callable | None = None,
     resident: Sequence[int] | None = None,
+    nones: Sequence[int] = (),
 ) -> CompiledGraph:
     """Build (or fetch) and load a lowered graph, recording its metrics once: the tail of
-    :func:`compile_aten_graph`, also taken by a graph served from its plan (no ATen graph)."""
+    :func:`compile_aten_graph`, also taken by a graph served from its plan (no ATen graph).
+    ``nones``: the positions of the graph's ``None`` outputs, which the artifact does not return
+    (:func:`~reference.lowering.stablehlo.none_outputs`)."""
     built = build(lowering, compiler_args, graph_name=graph_name, key_policy=key_policy)
     record_graph_metrics(
         built, model_name=model_name, collectives=lowering.program is not None, node_count=lowering.graph.node_count,
         fx_passes_us=fx_passes_us, lower_us=lowering.lower_us,
     )
     loaded = None if env.get(env.COMPILE_ONLY) else load(built, lowering, resident=resident)
-    return CompiledGraph(built, loaded, eager, hlo=lowering.graph.hlo, lowering=lowering)
+    return CompiledGraph(built, loaded, eager, hlo=lowering.graph.hlo, lowering=lowering, nones=nones)
 
 
 # --- stage: the deferred flow -----------------------------------------------------------------------

@@ -90,6 +90,20 @@ class LoweringError(NEFFCompilationError):
         self.ops = list(ops)
 
 
+class TrainingUnsupportedError(LoweringError):
+    """A training graph whose backward graph cannot be lowered: refused when its forward compiles,
+    so it falls back (or fails) as one graph, before a step has run."""
+
+    def __init__(self, cause: LoweringError) -> None:
+        super().__init__(
+            "this graph cannot be trained with the neuron backend: its backward graph does not lower. "
+            "Run the forward under torch.no_grad() if no backward() is needed; else set "
+            "TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION=0 to run this graph (forward and backward) eagerly, "
+            f"or move the op out of the compiled region.\n{cause.reason}",
+            graph_name=cause.graph_name, ops=cause.ops,
+        )
+
+
 class UnsupportedInputError(NeuronBackendError):
     """A graph input the backend cannot take (a non-tensor, a symbolic shape, a dtype)."""
 
