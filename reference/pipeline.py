@@ -37,7 +37,8 @@ from reference.cache.neff_cache import NeffCache
 from reference.cache.staging import StagedGraph, write_staged
 from reference.compiler.driver import CompilerDriver
 from reference.core import env
-from reference.core.errors import CacheMissError, NEFFCompilationError
+from reference.core.diagnostics import warn_user
+from reference.core.errors import CacheMissError, NEFFCompilationError, PrecisionError, PrecisionWarning
 from reference.core.metrics import METRICS, NeuronCompilationMetrics
 from reference.core.schema import ArtifactMetadata
 from reference.core.specs import LoweredGraph
@@ -409,7 +410,9 @@ def serve(
     """Build (or fetch) and load a lowered graph, recording its metrics once: the tail of
     :func:`compile_aten_graph`, also taken by a graph served from its plan (no ATen graph).
     ``nones``: the positions of the graph's ``None`` outputs, which the artifact does not return
-    (:func:`~reference.lowering.stablehlo.none_outputs`)."""
+    (:func:`~reference.lowering.stablehlo.none_outputs`). The float64 policy
+    (:func:`float64_policy`) is applied before the build."""
+    float64_policy(lowering.graph, graph_name)
     built = build(lowering, compiler_args, graph_name=graph_name, key_policy=key_policy)
     record_graph_metrics(
         built, model_name=model_name, collectives=lowering.program is not None, node_count=lowering.graph.node_count,
@@ -417,6 +420,42 @@ def serve(
     )
     loaded = None if env.get(env.COMPILE_ONLY) else load(built, lowering, resident=resident)
     return CompiledGraph(built, loaded, eager, hlo=lowering.graph.hlo, lowering=lowering, nones=nones)
+
+
+_F64 = re.compile(r"[x<\s(,]f64\b")  # an f64 element type in the StableHLO text
+
+
+def float64_policy(lowered: LoweredGraph, graph_name: str) -> None:
+    """The reference's float64 precision policy, applied to each graph it serves.
+
+    The compiler computes float64 in float32 (IREE demotes f64 for the CPU, as Neuron's device
+    has no float64 units): inputs are narrowed, outputs widened back, so a float64 output has
+    float32's precision and range. By default (``NEURON_REFERENCE_FLOAT64=narrow``) that is done
+    with one warning per graph naming its float64 inputs and outputs (by position); with
+    ``=error`` such a graph is refused with :class:`~reference.core.errors.PrecisionError` before
+    it is built.
+    """
+    if not _F64.search(lowered.hlo):
+        return
+    inputs = [str(i) for i, s in enumerate(lowered.input_specs) if s.dtype == "float64"]
+    outputs = [str(i) for i, s in enumerate(lowered.output_specs) if s.dtype == "float64"]
+    what = " and ".join(
+        f"{kind} {', '.join(positions)}" for kind, positions in (("inputs", inputs), ("outputs", outputs)) if positions
+    )
+    what = f"its float64 {what}" if what else "its float64 intermediate values"
+    if env.get(env.FLOAT64) == "error":
+        raise PrecisionError(
+            f"{what} would be computed in float32 (the device has no float64 units), and "
+            "NEURON_REFERENCE_FLOAT64=error refuses that; cast the inputs to float32, or unset "
+            "NEURON_REFERENCE_FLOAT64 to compute in float32 with a warning",
+            graph_name=graph_name,
+        )
+    warn_user(
+        f"neuron backend: graph {graph_name!r}: {what} are computed in float32 (the device has no float64 "
+        "units), so float64 results carry float32's precision and range (about 7 significant digits; "
+        "beyond 3.4e38 they become inf). Set NEURON_REFERENCE_FLOAT64=error to refuse float64 graphs instead",
+        PrecisionWarning,
+    )
 
 
 # --- stage: the deferred flow -----------------------------------------------------------------------

@@ -110,6 +110,10 @@ RUNTIME_DRIVER = _declare(
     "NEURON_REFERENCE_RUNTIME_DRIVER", "choice", "auto",
     "how the reference's runtime runs a call: auto (by its size), local-sync or local-task", B,
     choices=("auto", "local-sync", "local-task"))
+FLOAT64 = _declare(
+    "NEURON_REFERENCE_FLOAT64", "choice", "narrow",
+    "float64 graphs: narrow (computed in float32, one warning per graph) or error (refused)", B,
+    choices=("narrow", "error"))
 
 NEFF_CACHE_DIR = _declare(
     "TORCH_NEURONX_NEFF_CACHE_DIR", "path", None,

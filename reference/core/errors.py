@@ -113,6 +113,15 @@ class UnsupportedInputError(NeuronBackendError):
         self.graph_name = graph_name
 
 
+class PrecisionError(UnsupportedInputError):
+    """A float64 graph refused under ``NEURON_REFERENCE_FLOAT64=error`` (the device computes in
+    float32 at most)."""
+
+
+class PrecisionWarning(UserWarning):
+    """A graph computed at a lower precision than its dtype says (float64 computed in float32)."""
+
+
 class DynamicShapeError(UnsupportedInputError):
     """``dynamic=True`` (or a dynamic ``shapes_spec``): the backend compiles static shapes only."""
 
