@@ -24,7 +24,6 @@ import datetime
 import logging
 import re
 import time
-import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
@@ -37,7 +36,7 @@ from reference.cache.neff_cache import NeffCache
 from reference.cache.staging import StagedGraph, write_staged
 from reference.compiler.driver import CompilerDriver
 from reference.core import env
-from reference.core.diagnostics import warn_user
+from reference.core.diagnostics import Heartbeat, warn_user
 from reference.core.errors import CacheMissError, NEFFCompilationError, PrecisionError, PrecisionWarning
 from reference.core.metrics import METRICS, NeuronCompilationMetrics
 from reference.core.schema import ArtifactMetadata
@@ -184,9 +183,8 @@ def build_metadata(lowered: LoweredGraph, key: str, breakdown: dict, compiler_ar
 
 
 def _fallback(what: str, exc: BaseException) -> None:
-    msg = f"{what}: {exc}; compiling without it (the result is not cached)"
-    warnings.warn(msg, CacheFallbackWarning, stacklevel=3)
-    log.warning(msg)
+    # a warning only (not also a log line: it would print twice), attributed to the user's line
+    warn_user(f"{what}: {exc}; compiling without it (the result is not cached)", CacheFallbackWarning)
 
 
 _STDIN_ERROR = re.compile(r"<stdin>:(\d+):\d+: error: (.*)")
@@ -254,7 +252,8 @@ def build_artifact(
             raise CacheMissError(graph_name, key)
         METRICS.bump("compiler_invocations")
         try:
-            result = driver.compile(lowered.hlo, compiler_args, graph_name=graph_name)
+            with Heartbeat(lambda s: f"still compiling graph {graph_name} ({s:.0f} s)"):
+                result = driver.compile(lowered.hlo, compiler_args, graph_name=graph_name)
         except NEFFCompilationError as raw:
             exc = name_rejected_op(raw, lowered, graph_name)
             if cache is not None:
@@ -413,7 +412,12 @@ def serve(
     (:func:`~reference.lowering.stablehlo.none_outputs`). The float64 policy
     (:func:`float64_policy`) is applied before the build."""
     float64_policy(lowering.graph, graph_name)
+    start = time.perf_counter()
     built = build(lowering, compiler_args, graph_name=graph_name, key_policy=key_policy)
+    log.info(
+        "graph %s key %s: %s in %.2f s (lowering %.2f s)", graph_name, built.key[:12],
+        "cache hit" if built.cache_hit else "compiled (cache miss)", time.perf_counter() - start, lowering.lower_us / 1e6,
+    )
     record_graph_metrics(
         built, model_name=model_name, collectives=lowering.program is not None, node_count=lowering.graph.node_count,
         fx_passes_us=fx_passes_us, lower_us=lowering.lower_us,

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import logging
 import time
-import warnings
 from typing import Any, Callable, Mapping
 
 import torch
@@ -37,6 +36,7 @@ from reference.backends.api import preflight
 from reference.backends.debug_artifacts import DEBUG_ARTIFACTS
 from reference.compiler.scope import apply_platform_compiler_args, apply_scoped_compiler_args
 from reference.core import env
+from reference.core.diagnostics import ensure_default_handler, warn_user
 from reference.core.errors import (
     BackendOptionError, DynamicShapeError, LoweringError, NEFFCompilationError, NeuronBackendError,
     TrainingUnsupportedError,
@@ -69,10 +69,9 @@ def normalize_options(options: Mapping[str, Any] | None) -> dict[str, Any]:
     out = dict(options)
     unknown = sorted(k for k in out if k not in KNOWN_OPTIONS)
     if unknown:
-        warnings.warn(
+        warn_user(
             f"neuron backend: options {unknown} are not read by this backend and are ignored; "
-            f"known options: {sorted(KNOWN_OPTIONS)}",
-            stacklevel=3,
+            f"known options: {sorted(KNOWN_OPTIONS)}"
         )
     for k, (types, what) in KNOWN_OPTIONS.items():
         if k in out and not isinstance(out[k], types):
@@ -109,6 +108,7 @@ def compile_fx_graph(
     made it, when ``gm`` is a copy that no longer shows it (the precompile cache's rebuild).
     """
     preflight()
+    ensure_default_handler()
     if _symbolic(example_inputs):
         _reject_explicit_dynamic()
         return _PerShape(gm, options, seam=seam, handler=handler)
@@ -271,7 +271,7 @@ def _eager_fallback(exc: NeuronBackendError, gm: torch.fx.GraphModule) -> Callab
     the original graph eagerly."""
     if env.get(env.DISABLE_FALLBACK_EXECUTION):
         raise exc
-    warnings.warn(f"neuron backend: compilation failed, running the graph eagerly: {exc}", stacklevel=3)
+    warn_user(f"neuron backend: compilation failed, running the graph eagerly: {exc}")
     return gm.forward
 
 
@@ -368,7 +368,7 @@ def _with_fallback(compiled, aten_gm):
         try:
             return compiled(*args)
         except NeuronBackendError as exc:
-            warnings.warn(f"neuron backend: execution failed, running the graph eagerly: {exc}", stacklevel=2)
+            warn_user(f"neuron backend: execution failed, running the graph eagerly: {exc}")
             return aten_gm(*args)
 
     return run
@@ -378,7 +378,7 @@ def _with_fallback(compiled, aten_gm):
 def neuron_backend(gm: torch.fx.GraphModule, example_inputs: list, options: Mapping[str, Any] | None = None, mode: str | None = None):
     """``backend="neuron"``: compile every graph in-process and run it."""
     if mode not in (None, "default"):
-        warnings.warn(f"neuron backend: mode={mode!r} has no effect; compiling with the default mode", stacklevel=2)
+        warn_user(f"neuron backend: mode={mode!r} has no effect; compiling with the default mode")
     if precompile.enabled():  # TORCH_CACHING_PRECOMPILE: hand PyTorch a rebuildable artifact
         precompile.record(gm, example_inputs, options, compile_fx_graph, graph_digest=plan_cache.graph_digest(gm))
     return compile_fx_graph(gm, example_inputs, options, seam="neuron_libtorch")

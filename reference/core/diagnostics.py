@@ -13,7 +13,9 @@ fixed ``stacklevel`` would name a torch file). A warning is never also logged.
 
 By default (no logging configured), a handler on ``reference`` prints WARNING and above, and
 ``reference.progress`` at INFO: a fast compile prints nothing, a slow one says what it is doing
-every :data:`PROGRESS_EVERY_S` seconds, so a long compile or lock wait is never silent.
+every :data:`PROGRESS_EVERY_S` seconds, so a long compile or lock wait is never silent. (The
+lowering keeps torch-mlir from configuring the root logger behind the program's back:
+:func:`reference.lowering.stablehlo.lower_to_stablehlo`.)
 ``TORCH_LOGS="reference"`` shows the per-graph INFO lines too (``TORCH_LOGS="+reference"``: DEBUG);
 torch reads ``TORCH_LOGS`` at import and gives the logger its own handler and format, and the
 default handler then stays out of the way. A program that configures ``logging`` itself (a handler
@@ -93,8 +95,10 @@ def ensure_default_handler() -> None:
         handler.setFormatter(logging.Formatter("[reference] %(message)s"))
         handler.addFilter(_default_filter)
         logger.addHandler(handler)
-        if logger.level == logging.NOTSET:
-            logger.setLevel(logging.INFO)  # the filter decides what the default handler prints
+        progress = logging.getLogger(PROGRESS)
+        if progress.level == logging.NOTSET:
+            # only the progress lines: the per-graph INFO lines are not even made unless asked for
+            progress.setLevel(logging.INFO)
         _DEFAULT_HANDLER.append(handler)
 
 

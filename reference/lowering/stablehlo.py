@@ -11,6 +11,7 @@ import contextlib
 import functools
 import hashlib
 import importlib
+import logging
 import re
 from typing import Any, Callable, Sequence
 
@@ -178,9 +179,10 @@ def lower_to_stablehlo(gm: torch.fx.GraphModule, *, graph_name: str) -> LoweredG
     nodes = _tag_nodes(gm)
     restore_outputs = _only_tensor_outputs(gm)
     try:
-        module = tm_fx.stateless_fx_import(
-            gm, output_type="stablehlo", fx_importer=FxImporter(context=context), model_name="main"
-        )
+        with _root_logger_left_alone():
+            module = tm_fx.stateless_fx_import(
+                gm, output_type="stablehlo", fx_importer=FxImporter(context=context), model_name="main"
+            )
     except Exception as exc:  # torch-mlir raises plain Exceptions; the details are in the diagnostics
         text = "\n".join(diagnostics) or str(exc)
         ops = sorted(set(_FAILED_OP.findall(text)) | set(_OPERATOR_NAME.findall(text)))
@@ -204,6 +206,24 @@ def lower_to_stablehlo(gm: torch.fx.GraphModule, *, graph_name: str) -> LoweredG
     debug = module.operation.get_asm(enable_debug_info=True, large_elements_limit=None)
     return LoweredGraph(hlo=hlo, input_specs=ins, output_specs=output_specs(gm), node_count=len(gm.graph.nodes),
                         origins=_line_origins(debug, nodes))
+
+
+@contextlib.contextmanager
+def _root_logger_left_alone():
+    """torch-mlir's importer logs through the root logger (``logging.debug``), and the first such
+    call in a program that configured no logging runs ``logging.basicConfig()``: from then on every
+    library's records reach a stderr handler the program never asked for, and the reference's
+    lines print twice. A ``NullHandler`` on the root while it imports keeps that from happening."""
+    root = logging.getLogger()
+    if root.handlers:
+        yield
+        return
+    guard = logging.NullHandler()
+    root.addHandler(guard)
+    try:
+        yield
+    finally:
+        root.removeHandler(guard)
 
 
 # --- negative indices ------------------------------------------------------------------------------
