@@ -182,9 +182,9 @@ def build_metadata(lowered: LoweredGraph, key: str, breakdown: dict, compiler_ar
     )
 
 
-def _fallback(what: str, exc: BaseException) -> None:
+def _fallback(what: str, exc: BaseException, consequence: str) -> None:
     # a warning only (not also a log line: it would print twice), attributed to the user's line
-    warn_user(f"{what}: {exc}; compiling without it (the result is not cached)", CacheFallbackWarning)
+    warn_user(f"{what}: {exc}; {consequence}", CacheFallbackWarning)
 
 
 _STDIN_ERROR = re.compile(r"<stdin>:(\d+):\d+: error: (.*)")
@@ -272,7 +272,7 @@ def build_artifact(
             try:
                 meta = cache.put(key, result.artifact, meta).metadata
             except CacheWriteError as exc:
-                _fallback("the NEFF cache could not be written", exc)
+                _fallback("the NEFF cache could not be written", exc, "the compiled artifact is used without being cached")
         return BuiltArtifact(key, graph_name, result.artifact, meta, cache_hit=False)
 
     if cache is None:
@@ -283,7 +283,10 @@ def build_artifact(
     try:
         held = cache.acquire(key, graph_name=graph_name)
     except CacheWriteError as exc:
-        _fallback("the compile lock could not be taken", exc)
+        _fallback(
+            "the compile lock could not be taken", exc,
+            "compiling without it (another process may compile the same graph at the same time)",
+        )
         cache.failures.check(key, graph_name=graph_name)
         METRICS.bump("neff_cache_misses")
         return _compile()

@@ -51,12 +51,12 @@ log = logging.getLogger(__name__)
 
 DEFAULT_TARGET_DEVICE = "cpu"
 
-# option -> (accepted types, description); the only keys the backend reads.
-KNOWN_OPTIONS: dict[str, tuple[tuple[type, ...], str]] = {
-    "compiler_args": ((list, tuple, str, type(None)), "list of compiler flags"),
-    "enable_fx_passes": ((bool,), "run the FX pass stage (default True)"),
-    "target_device": ((str,), "device the FX passes move graph constants to (default 'cpu')"),
-    "target": ((str,), "target platform, trn2 or trn3"),
+# option -> (accepted types, what a value looks like, what it does); the only keys the backend reads.
+KNOWN_OPTIONS: dict[str, tuple[tuple[type, ...], str, str]] = {
+    "compiler_args": ((list, tuple, str, type(None)), "a list of strings (or one string)", "the compiler flags"),
+    "enable_fx_passes": ((bool,), "True or False", "whether the FX pass stage runs; default True"),
+    "target_device": ((str,), "a string", "the device the FX passes move graph constants to; default 'cpu'"),
+    "target": ((str,), "a string", "the target platform: trn2 or trn3"),
 }
 
 
@@ -73,9 +73,11 @@ def normalize_options(options: Mapping[str, Any] | None) -> dict[str, Any]:
             f"neuron backend: options {unknown} are not read by this backend and are ignored; "
             f"known options: {sorted(KNOWN_OPTIONS)}"
         )
-    for k, (types, what) in KNOWN_OPTIONS.items():
+    for k, (types, shape, meaning) in KNOWN_OPTIONS.items():
         if k in out and not isinstance(out[k], types):
-            raise BackendOptionError(f"options[{k!r}] must be a {what}, got {type(out[k]).__name__}")
+            raise BackendOptionError(
+                f"options[{k!r}] must be {shape} ({meaning}), got {type(out[k]).__name__} {out[k]!r}"
+            )
     return out
 
 

@@ -145,7 +145,15 @@ class BackendOptionError(NeuronBackendError, ValueError):
 class EnvVarError(NeuronBackendError, ValueError):
     """An environment variable with a value the reference cannot parse."""
 
-    def __init__(self, name: str, value: str, accepted: str) -> None:
-        super().__init__(f"environment variable {name}={value!r} is not valid; accepted values: {accepted}")
+    def __init__(self, name: str, value: str, accepted: str, *, default_used: bool = False) -> None:
+        if default_used:  # the user never set it: say so, and which variable to set
+            message = (
+                f"environment variable {name} is not set, and its default {value!r} cannot be used; "
+                f"set {name} to {accepted}"
+            )
+        else:
+            message = f"environment variable {name}={value!r} is not valid; accepted values: {accepted}"
+        super().__init__(message)
         self.name = name
         self.value = value
+        self.default_used = default_used
