@@ -429,27 +429,25 @@ def serve(
     return CompiledGraph(built, loaded, eager, hlo=lowering.graph.hlo, lowering=lowering, nones=nones)
 
 
-_F64 = re.compile(r"[x<\s(,]f64\b")  # an f64 element type in the StableHLO text
-
-
 def float64_policy(lowered: LoweredGraph, graph_name: str) -> None:
     """The reference's float64 precision policy, applied to each graph it serves.
 
     The compiler computes float64 in float32 (IREE demotes f64 for the CPU, as Neuron's device
     has no float64 units): inputs are narrowed, outputs widened back, so a float64 output has
-    float32's precision and range. By default (``NEURON_REFERENCE_FLOAT64=narrow``) that is done
-    with one warning per graph naming its float64 inputs and outputs (by position); with
-    ``=error`` such a graph is refused with :class:`~reference.core.errors.PrecisionError` before
-    it is built.
+    float32's precision and range. For a graph with float64 inputs or outputs, by default
+    (``NEURON_REFERENCE_FLOAT64=narrow``) that is done with one warning per graph naming them (by
+    position); with ``=error`` the graph is refused with
+    :class:`~reference.core.errors.PrecisionError` before it is built. float64 only inside a
+    graph with other inputs and outputs (a Python scalar the lowering keeps as an f64 constant, a
+    backward graph's) is narrowed without a word: no dtype the user sees claims more than it holds.
     """
-    if not _F64.search(lowered.hlo):
-        return
     inputs = [str(i) for i, s in enumerate(lowered.input_specs) if s.dtype == "float64"]
     outputs = [str(i) for i, s in enumerate(lowered.output_specs) if s.dtype == "float64"]
-    what = " and ".join(
+    if not inputs and not outputs:
+        return
+    what = "its float64 " + " and ".join(
         f"{kind} {', '.join(positions)}" for kind, positions in (("inputs", inputs), ("outputs", outputs)) if positions
     )
-    what = f"its float64 {what}" if what else "its float64 intermediate values"
     if env.get(env.FLOAT64) == "error":
         raise PrecisionError(
             f"{what} would be computed in float32 (the device has no float64 units), and "
