@@ -199,3 +199,24 @@ def test_a_backward_graph_that_fails_to_build_runs_eagerly_with_the_fallback(mon
     with pytest.warns(UserWarning, match="running the graph eagerly.*m_0_backward_0"):
         out = graph(torch.full((2,), 2.0), torch.full((2,), 3.0))
     assert torch.equal(out[0], torch.full((2,), 6.0)) and out[1] is None
+
+
+def _conv_net() -> nn.Module:
+    torch.manual_seed(2)
+    return nn.Sequential(nn.Conv2d(2, 4, 3, padding=1, stride=1), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
+                         nn.Linear(4 * 3 * 3, 3))
+
+
+def test_a_convolution_and_max_pool_network_trains_through_the_pipeline():
+    # convolution_backward and max_pool2d_with_indices_backward go through their decompositions
+    model = _conv_net()
+    x = torch.randn(2, 2, 6, 6, generator=torch.Generator().manual_seed(4))
+    target = torch.tensor([0, 2])
+    loss = nn.functional.cross_entropy(torch.compile(model, backend="neuron")(x), target)
+    loss.backward()
+    expected = _conv_net()
+    nn.functional.cross_entropy(expected(x), target).backward()
+    kinds = [m.graph_name.split("_")[-2] for m in reference.get_dynamo_metrics()]
+    assert kinds == ["forward", "backward"], kinds  # both compiled, nothing fell back
+    for (name, p), q in zip(model.named_parameters(), expected.parameters()):
+        torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-5, msg=lambda m, n=name: f"grad of {n}: {m}")
