@@ -24,7 +24,6 @@ import datetime
 import logging
 import re
 import time
-import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
@@ -37,14 +36,15 @@ from reference.cache.neff_cache import NeffCache
 from reference.cache.staging import StagedGraph, write_staged
 from reference.compiler.driver import CompilerDriver
 from reference.core import env
-from reference.core.errors import CacheMissError, NEFFCompilationError, NEFFExecutionError
+from reference.core.diagnostics import Heartbeat, warn_user
+from reference.core.errors import CacheMissError, NEFFCompilationError, NEFFExecutionError, PrecisionError, PrecisionWarning
 from reference.core.folders import trusted_folder
 from reference.core.metrics import METRICS, NeuronCompilationMetrics
 from reference.core.schema import ArtifactMetadata
 from reference.core.specs import LoweredGraph
 from reference.fx_passes import get_default_pass_manager
 from reference.lowering.cost import estimate_flops
-from reference.lowering.stablehlo import input_specs, lower_to_stablehlo, lowering_fingerprint
+from reference.lowering.stablehlo import input_specs, lower_to_stablehlo, lowering_fingerprint, none_outputs, with_none_outputs
 from reference.runtime import LoadedArtifact
 from reference.spmd.collectives import has_collectives
 from reference.spmd.coordination import store_coordinator
@@ -185,10 +185,9 @@ def build_metadata(lowered: LoweredGraph, key: str, breakdown: dict, compiler_ar
     )
 
 
-def _fallback(what: str, exc: BaseException) -> None:
-    msg = f"{what}: {exc}; compiling without it (the result is not cached)"
-    warnings.warn(msg, CacheFallbackWarning, stacklevel=3)
-    log.warning(msg)
+def _fallback(what: str, exc: BaseException, consequence: str) -> None:
+    # a warning only (not also a log line: it would print twice), attributed to the user's line
+    warn_user(f"{what}: {exc}; {consequence}", CacheFallbackWarning)
 
 
 _STDIN_ERROR = re.compile(r"<stdin>:(\d+):\d+: error: (.*)")
@@ -258,7 +257,8 @@ def build_artifact(
             raise CacheMissError(graph_name, key)
         METRICS.bump("compiler_invocations")
         try:
-            result = driver.compile(lowered.hlo, compiler_args, graph_name=graph_name)
+            with Heartbeat(lambda s: f"still compiling graph {graph_name} ({s:.0f} s)"):
+                result = driver.compile(lowered.hlo, compiler_args, graph_name=graph_name)
         except NEFFCompilationError as raw:
             exc = name_rejected_op(raw, lowered, graph_name)
             if cache is not None:
@@ -277,7 +277,7 @@ def build_artifact(
             try:
                 meta = cache.put(key, result.artifact, meta).metadata
             except CacheWriteError as exc:
-                _fallback("the NEFF cache could not be written", exc)
+                _fallback("the NEFF cache could not be written", exc, "the compiled artifact is used without being cached")
         return BuiltArtifact(key, graph_name, result.artifact, meta, cache_hit=False)
 
     def _compile_once_per_world() -> BuiltArtifact:
@@ -312,7 +312,10 @@ def build_artifact(
     try:
         held = cache.acquire(key, graph_name=graph_name)
     except CacheWriteError as exc:
-        _fallback("the compile lock could not be taken", exc)
+        _fallback(
+            "the compile lock could not be taken", exc,
+            "compiling without it (another process may compile the same graph at the same time)",
+        )
         cache.failures.check(key, graph_name=graph_name)
         METRICS.bump("neff_cache_misses")
         return _compile_once_per_world()
@@ -377,7 +380,7 @@ class CompiledGraph:
 
     def __init__(
         self, built: BuiltArtifact, loaded: Callable | None, eager: Callable | None, *, hlo: str = "",
-        lowering: Lowering | None = None,
+        lowering: Lowering | None = None, nones: Sequence[int] = (),
     ) -> None:
         self.built = built
         self.loaded = loaded
@@ -386,10 +389,14 @@ class CompiledGraph:
         self.graph_name = built.graph_name
         self.hlo = hlo
         self.lowering = lowering
+        #: positions of the graph's ``None`` outputs, which the artifact does not return
+        self.nones = tuple(nones)
 
     def __call__(self, *args: torch.Tensor):
         if self.loaded is None:
             return self._eager(*args)
+        if self.nones:
+            return with_none_outputs(self.loaded(*args), self.nones)
         return self.loaded(*args)
 
 
@@ -415,7 +422,7 @@ def compile_aten_graph(
     lowering = lower(aten_gm, graph_name=graph_name)
     return serve(
         lowering, compiler_args, graph_name=graph_name, model_name=model_name, fx_passes_us=fx_passes_us,
-        key_policy=key_policy, eager=aten_gm,
+        key_policy=key_policy, eager=aten_gm, nones=none_outputs(aten_gm),
     )
 
 
@@ -429,10 +436,20 @@ def serve(
     key_policy: KeyPolicy = DEFAULT_KEY,
     eager: Callable | None = None,
     resident: Sequence[int] | None = None,
+    nones: Sequence[int] = (),
 ) -> CompiledGraph:
     """Build (or fetch) and load a lowered graph, recording its metrics once: the tail of
-    :func:`compile_aten_graph`, also taken by a graph served from its plan (no ATen graph)."""
+    :func:`compile_aten_graph`, also taken by a graph served from its plan (no ATen graph).
+    ``nones``: the positions of the graph's ``None`` outputs, which the artifact does not return
+    (:func:`~reference.lowering.stablehlo.none_outputs`). The float64 policy
+    (:func:`float64_policy`) is applied before the build."""
+    float64_policy(lowering.graph, graph_name)
+    start = time.perf_counter()
     built = build(lowering, compiler_args, graph_name=graph_name, key_policy=key_policy)
+    log.info(
+        "graph %s key %s: %s in %.2f s (lowering %.2f s)", graph_name, built.key[:12],
+        "cache hit" if built.cache_hit else "compiled (cache miss)", time.perf_counter() - start, lowering.lower_us / 1e6,
+    )
     record_graph_metrics(
         built, model_name=model_name, collectives=lowering.program is not None, node_count=lowering.graph.node_count,
         fx_passes_us=fx_passes_us, lower_us=lowering.lower_us,
@@ -441,7 +458,41 @@ def serve(
     if not env.get(env.COMPILE_ONLY):
         built, loaded = _load_or_rebuild(built, lowering, compiler_args, graph_name=graph_name, key_policy=key_policy,
                                          resident=resident)
-    return CompiledGraph(built, loaded, eager, hlo=lowering.graph.hlo, lowering=lowering)
+    return CompiledGraph(built, loaded, eager, hlo=lowering.graph.hlo, lowering=lowering, nones=nones)
+
+
+def float64_policy(lowered: LoweredGraph, graph_name: str) -> None:
+    """The reference's float64 precision policy, applied to each graph it serves.
+
+    The compiler computes float64 in float32 (IREE demotes f64 for the CPU, as Neuron's device
+    has no float64 units): inputs are narrowed, outputs widened back, so a float64 output has
+    float32's precision and range. For a graph with float64 inputs or outputs, by default
+    (``NEURON_REFERENCE_FLOAT64=narrow``) that is done with one warning per graph naming them (by
+    position); with ``=error`` the graph is refused with
+    :class:`~reference.core.errors.PrecisionError` before it is built. float64 only inside a
+    graph with other inputs and outputs (a Python scalar the lowering keeps as an f64 constant, a
+    backward graph's) is narrowed without a word: no dtype the user sees claims more than it holds.
+    """
+    inputs = [str(i) for i, s in enumerate(lowered.input_specs) if s.dtype == "float64"]
+    outputs = [str(i) for i, s in enumerate(lowered.output_specs) if s.dtype == "float64"]
+    if not inputs and not outputs:
+        return
+    what = "its float64 " + " and ".join(
+        f"{kind} {', '.join(positions)}" for kind, positions in (("inputs", inputs), ("outputs", outputs)) if positions
+    )
+    if env.get(env.FLOAT64) == "error":
+        raise PrecisionError(
+            f"{what} would be computed in float32 (the device has no float64 units), and "
+            "NEURON_REFERENCE_FLOAT64=error refuses that; cast the inputs to float32, or unset "
+            "NEURON_REFERENCE_FLOAT64 to compute in float32 with a warning",
+            graph_name=graph_name,
+        )
+    warn_user(
+        f"neuron backend: graph {graph_name!r}: {what} are computed in float32 (the device has no float64 "
+        "units), so float64 results carry float32's precision and range (about 7 significant digits; "
+        "beyond 3.4e38 they become inf). Set NEURON_REFERENCE_FLOAT64=error to refuse float64 graphs instead",
+        PrecisionWarning,
+    )
 
 
 def _load_or_rebuild(

@@ -47,7 +47,10 @@ class DebugArtifacts:
             with tempfile.NamedTemporaryFile(dir=path, prefix=".probe-"):
                 pass
         except OSError as exc:
-            raise EnvVarError(env.DEBUG_DIR, path, f"a directory this process can create and write ({exc.strerror})") from None
+            raise EnvVarError(
+                env.DEBUG_DIR, path, f"a directory this process can create and write ({exc.strerror})",
+                default_used=not env.is_set(env.DEBUG_DIR),
+            ) from None
         return path
 
     def write(self, graph_name: str, *, fx_code: str, hlo: str | None, artifact: bytes | None) -> str:

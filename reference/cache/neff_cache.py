@@ -39,6 +39,7 @@ from reference.cache.errors import CacheFallbackWarning, CacheLockTimeoutError, 
 from reference.cache.failures import FailureRecords
 from reference.cache.records import INT, NUM, STR, RecordRejected, clamp_time, read_record, read_regular
 from reference.core.atomic import write_atomic
+from reference.core.diagnostics import Heartbeat
 from reference.core.schema import ArtifactMetadata, MetadataError
 
 log = logging.getLogger(__name__)
@@ -285,7 +286,11 @@ class NeffCache:
         try:
             os.makedirs(os.path.dirname(path), exist_ok=True)
             lock = filelock.FileLock(path, timeout=timeout)
-            lock.acquire()
+            try:
+                lock.acquire(timeout=0)
+            except filelock.Timeout:  # another process compiles this key: say so while waiting
+                with Heartbeat(lambda s: f"waiting for the lock on key {key} held by {self.describe_holder(key)} ({s:.0f} s)"):
+                    lock.acquire()
         except filelock.Timeout:
             raise CacheLockTimeoutError(key, path, timeout, self.describe_holder(key)) from None
         except OSError as exc:

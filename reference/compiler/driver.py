@@ -97,7 +97,7 @@ def split_args(args: str | Iterable[str] | None) -> list[str]:
     if args is None:
         return []
     if isinstance(args, str):
-        return shlex.split(args)
+        return _shell_split(args)
     tokens: list[str] = []
     for item in args:
         if not isinstance(item, str):
@@ -105,8 +105,17 @@ def split_args(args: str | Iterable[str] | None) -> list[str]:
         if _FLAG_EQ.match(item):
             tokens.append(item.strip())  # "--flag=value with spaces" is one token already
         else:
-            tokens.extend(shlex.split(item))
+            tokens.extend(_shell_split(item))
     return tokens
+
+
+def _shell_split(text: str) -> list[str]:
+    try:
+        return shlex.split(text)
+    except ValueError as exc:  # shlex's bare "No closing quotation" names nothing
+        raise CompilerArgumentError(
+            text, f"cannot be split into arguments ({exc}); close the quote, or escape it with a backslash"
+        ) from None
 
 
 _FLAG_EQ = re.compile(r"^\s*--[\w-]+=")

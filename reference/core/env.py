@@ -30,7 +30,7 @@ def _user_tmp(name: str) -> str:
 @dataclass(frozen=True)
 class EnvVar:
     name: str
-    kind: str  # "bool", "str", "path", "int", "csv", "choice"
+    kind: str  # "bool", "bool01", "str", "path", "int", "csv", "choice"
     default: Any
     effect: str
     table: str  # which table of the backend reference documents it
@@ -38,6 +38,11 @@ class EnvVar:
 
 
 def _parse(var: EnvVar, raw: str) -> Any:
+    if var.kind == "bool01":  # a variable PyTorch reads too, as ``== "1"``: anything else would disagree
+        low = raw.strip()
+        if low in ("1", "0", ""):
+            return low == "1"
+        raise EnvVarError(var.name, raw, "1 or 0 (PyTorch reads this variable too and takes only 1 as true)")
     if var.kind == "bool":
         low = raw.strip().lower()
         if low in _TRUE:
@@ -115,6 +120,10 @@ HOST_IDENTITY = _declare(
     "NEURON_REFERENCE_HOST_IDENTITY", "str", None,
     "the host identity (architecture:CPU model) that keys artifacts built for the host; "
     "unset, it is read from the machine", B)
+FLOAT64 = _declare(
+    "NEURON_REFERENCE_FLOAT64", "choice", "narrow",
+    "float64 graphs: narrow (computed in float32, one warning per graph) or error (refused)", B,
+    choices=("narrow", "error"))
 
 NEFF_CACHE_DIR = _declare(
     "TORCH_NEURONX_NEFF_CACHE_DIR", "path", None,
@@ -132,7 +141,7 @@ NEFF_CACHE_LOCK_TIMEOUT = _declare(
     "TORCH_NEURONX_NEFF_CACHE_LOCK_TIMEOUT", "int", 1200,
     "seconds to wait for another process's compile of the same key", C)
 CACHING_PRECOMPILE = _declare(
-    "TORCH_CACHING_PRECOMPILE", "bool", False,
+    "TORCH_CACHING_PRECOMPILE", "bool01", False,
     "enable PyTorch's own precompile cache", C)
 CACHE_HMAC_KEY = _declare(
     "TORCH_NEURONX_CACHE_HMAC_KEY", "str", None,
@@ -194,9 +203,16 @@ def get(name: str) -> Any:
     except KeyError:
         raise KeyError(f"{name} is not a variable the reference declares") from None
     raw = os.environ.get(name)
-    if raw is None:
-        return default(name)
-    return _parse(var, raw)
+    value = default(name) if raw is None else _parse(var, raw)
+    if var.kind == "path" and value is not None and os.path.exists(value) and not os.path.isdir(value):
+        # caught here, not half-way through a compile as a false "evicted" or "not cached"
+        raise EnvVarError(name, value, "a directory (this path exists and is not one)", default_used=raw is None)
+    return value
+
+
+def is_set(name: str) -> bool:
+    """Whether the user set ``name`` (as opposed to its default applying)."""
+    return name in os.environ
 
 
 def validate_all() -> None:
