@@ -78,7 +78,7 @@ def test_a_target_override_that_agrees_or_fills_in_is_silent(monkeypatch):
 
 
 def test_an_unusable_default_debug_directory_says_it_is_the_default_and_what_to_set(tmp_path, monkeypatch):
-    # Another user's /tmp/neuron_backend_ (not writable here) stands as a default under a file:
+    # A default folder that cannot be made (say, another user's) stands as a default under a file:
     # creating it fails the same way, and this test runs as any user.
     blocker = tmp_path / "not-a-directory"
     blocker.write_text("")
@@ -88,7 +88,8 @@ def test_an_unusable_default_debug_directory_says_it_is_the_default_and_what_to_
         DEBUG_ARTIFACTS.directory()
     msg = str(caught.value)
     assert msg.startswith(f"environment variable {env.DEBUG_DIR} is not set, and its default ")
-    assert str(blocker / "neuron_backend_") in msg
+    # the per-user default: <tmp>/neuron-<uid>/neuron_backend_
+    assert str(blocker) in msg and "neuron_backend_" in msg
     assert f"set {env.DEBUG_DIR} to a directory this process can create and write" in msg
     assert caught.value.default_used
 

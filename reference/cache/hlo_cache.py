@@ -24,7 +24,6 @@ import hashlib
 import json
 import logging
 import os
-import warnings
 from typing import Any, Mapping, Sequence
 
 import torch
@@ -34,6 +33,7 @@ from reference.cache.errors import CacheFallbackWarning
 from reference.cache.key import KEY_LENGTH, tool_versions
 from reference.cache.records import INT, LIST, STR, read_record, valid_key, warn_rejected
 from reference.core import env
+from reference.core.diagnostics import warn_user
 from reference.core.folders import trusted_folder
 from reference.core.atomic import write_atomic
 from reference.core.specs import LoweredGraph, TensorSpec
@@ -179,8 +179,7 @@ class HloCache:
             return True
         except OSError as exc:
             msg = f"the {self.WHAT.rsplit(' ', 1)[0]} at {self.root} could not be written ({exc}); continuing without it"
-            warnings.warn(msg, CacheFallbackWarning, stacklevel=3)
-            log.warning(msg)
+            warn_user(msg, CacheFallbackWarning)
             return False
 
     def get(self, key: str) -> LoweredGraph | None:

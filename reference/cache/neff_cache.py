@@ -31,9 +31,9 @@ import os
 import shutil
 import socket
 import time
-import warnings
 from dataclasses import dataclass
 
+from reference.core.diagnostics import warn_user
 from reference.cache.auth import configured_key, sign, verify
 from reference.cache.errors import CacheFallbackWarning, CacheLockTimeoutError, CacheWriteError
 from reference.cache.failures import FailureRecords
@@ -209,8 +209,7 @@ class NeffCache:
 
     def evict(self, key: str, why: str) -> bool:
         """Move an entry out of the way (then delete it); warns. False if there was none."""
-        warnings.warn(f"NEFF cache entry {key} evicted: {why}; it will be recompiled", CacheFallbackWarning, stacklevel=3)
-        log.warning("NEFF cache entry %s evicted: %s; it will be recompiled", key, why)
+        warn_user(f"NEFF cache entry {key} evicted: {why}; it will be recompiled", CacheFallbackWarning)
         trash = os.path.join(self.root, f"{TMP_PREFIX}evicted-{key}-{_host_tag()}-{os.getpid()}-{next(_counter)}")
         try:
             os.rename(self.entry_dir(key), trash)

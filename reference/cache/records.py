@@ -26,9 +26,9 @@ import re
 import stat
 import threading
 import time
-import warnings
 from typing import Any, Mapping
 
+from reference.core.diagnostics import warn_user
 from reference.cache.errors import CacheFallbackWarning, RecordPathError
 
 log = logging.getLogger(__name__)
@@ -137,14 +137,16 @@ _warned_lock = threading.Lock()
 
 
 def warn_rejected(what: str, path: str, why: str, consequence: str = "it is treated as absent") -> None:
-    """One warning per file and reason (per process), naming the file; logged every time."""
+    """One warning per file and reason (per process), naming the file and attributed to the user's
+    line; each later sighting is a debug log line (a warning that is also logged prints twice)."""
     msg = f"{what} {path} is not usable: {why}; {consequence}"
-    log.warning(msg)
     with _warned_lock:
-        if (path, why) in _warned:
-            return
+        seen = (path, why) in _warned
         _warned.add((path, why))
-    warnings.warn(msg, CacheFallbackWarning, stacklevel=3)
+    if seen:
+        log.debug(msg)
+        return
+    warn_user(msg, CacheFallbackWarning)
 
 
 def read_record(
