@@ -360,7 +360,9 @@ class CompiledGraph:
 
     def __call__(self, *args: torch.Tensor):
         if self.loaded is None:
+            METRICS.note_fallback(self.graph_name, "compile-only mode: the outputs come from the eager graph")
             return self._eager(*args)
+        METRICS.bump("compiled_runs")  # execution evidence: the compiled path ran
         return self.loaded(*args)
 
 

@@ -220,6 +220,7 @@ def _eager_fallback(exc: NeuronBackendError, gm: torch.fx.GraphModule) -> Callab
     if env.get(env.DISABLE_FALLBACK_EXECUTION):
         raise exc
     warnings.warn(f"neuron backend: compilation failed, running the graph eagerly: {exc}", stacklevel=3)
+    METRICS.note_fallback(getattr(exc, "graph_name", None) or "a Dynamo graph", f"compilation failed: {exc}")
     return gm.forward
 
 
@@ -317,6 +318,7 @@ def _with_fallback(compiled, aten_gm):
             return compiled(*args)
         except NeuronBackendError as exc:
             warnings.warn(f"neuron backend: execution failed, running the graph eagerly: {exc}", stacklevel=2)
+            METRICS.note_fallback(getattr(compiled, "graph_name", None) or "a graph", f"execution failed: {exc}")
             return aten_gm(*args)
 
     return run
