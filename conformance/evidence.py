@@ -64,12 +64,13 @@ class Evidence:
             return None
         return (self.compiled or 0) + (self.cached or 0)
 
-    def shortfall(self, *, require_compile: bool) -> str | None:
+    def shortfall(self, *, require_compile: bool, require_run: bool = True) -> str | None:
         """``None`` when the compiled path carried the work, else why not, in one line.
 
         ``require_compile``: the work must have handed at least one graph to the backend (a parity
         test); without it a block that compiled nothing has no shortfall (an API probe that only
-        calls a ``torch.compiler`` function).
+        calls a ``torch.compiler`` function). ``require_run=False``: the work runs a copy of what
+        the backend returned (saved and loaded back), so the runs of the original prove nothing.
         """
         if self.fallbacks:
             seen: list[str] = []
@@ -85,6 +86,8 @@ class Evidence:
         if served is not None and served < graphs:
             return (f"Dynamo handed the backend {graphs} graph(s), the implementation compiled or served "
                     f"only {served} (the others ran outside it)")
+        if not require_run:
+            return None
         if self.ran is not None and self.ran == 0 and (self.backend_runs or 0) > 0:
             return (f"the backend's callables ran {self.backend_runs} time(s), the implementation's compiled "
                     "path never")

@@ -97,13 +97,16 @@ class Recorder:
         self.item = item
         self.recorded = False
 
-    def record(self, status: str, notes: str, *, expects_fallback: bool = False, compiles: bool | None = None) -> None:
+    def record(self, status: str, notes: str, *, expects_fallback: bool = False, compiles: bool | None = None,
+               runs_a_copy: bool = False) -> None:
         """Store the observation and assert it. A Supported or Partial row whose probe's work ran
         outside the implementation's compiled path (its evidence) is recorded as :data:`FELL_BACK`
         instead, unless ``expects_fallback``: the row is about running eagerly (the fallback
         variable, compile-only mode). ``compiles``: the probe hands the backend at least one graph,
         so a probe whose graphs never reached it fell back (default: the rows of
-        :data:`COMPILING_TABLES`); ``False`` for a probe that by design compiles nothing."""
+        :data:`COMPILING_TABLES`); ``False`` for a probe that by design compiles nothing.
+        ``runs_a_copy``: the probe runs a saved and reloaded copy of the compiled graph, so the
+        runs of what the backend returned are not asked for."""
         if status not in STATUSES:
             raise ValueError(f"status must be one of {STATUSES}, got {status!r}")
         matrix = declared(self._impl)
@@ -116,7 +119,7 @@ class Recorder:
             reason = None
             if status in (SUPPORTED, PARTIAL) and not expects_fallback:
                 required = self.table in COMPILING_TABLES if compiles is None else compiles
-                reason = ev.shortfall(require_compile=required)
+                reason = ev.shortfall(require_compile=required, require_run=not runs_a_copy)
             if reason is not None:  # never Supported on work that did not run compiled
                 status, notes = FELL_BACK, f"fell back: {reason}. {notes}"
                 self._node.user_properties.append((FELL_BACK_PROPERTY, reason))

@@ -272,11 +272,14 @@ def _api_probe(impl, support, api: str, body) -> None:
     except Exception as exc:  # noqa: BLE001 - an API that fails with this backend is unsupported
         support.record(UNSUPPORTED, f"Fails with this backend: {_first_line(exc)}")
         return
-    support.record(SUPPORTED, note, compiles=api not in _COMPILES_NOTHING)
+    support.record(SUPPORTED, note, compiles=api not in _COMPILES_NOTHING, runs_a_copy=api in _RUNS_A_COPY)
 
 
 # APIs whose probe by design hands the backend no graph (so no compile evidence is asked of it).
 _COMPILES_NOTHING = frozenset({"list_backends"})
+# APIs whose probe runs a saved and reloaded copy of the compiled function, not the callable the
+# backend returned.
+_RUNS_A_COPY = frozenset({"load_compiled_function"})
 
 
 def _compile_api(impl):
