@@ -2,10 +2,12 @@
 
 ``<report dir>/<implementation>/<lane>/`` receives:
 
-- ``summary.json`` (:data:`SCHEMA_VERSION`): the invocation, versions, environment, totals per
-  contract, every test with its outcome, duration and failure or skip message, the support rows
-  (observed and declared), per-graph compile times and stale expectation entries;
-- ``summary.md``: the same for a person, with the support matrix, the slowest tests and the
+- ``summary.json`` (:data:`SCHEMA_VERSION`): the invocation, versions, declared precision,
+  environment, totals per contract, every test with its outcome (``fell back`` among them),
+  duration, failure or skip message and execution evidence, the support rows (observed and
+  declared, with their evidence), per-graph compile times and stale expectation entries;
+- ``summary.md``: the same for a person, leading with the failures and fallbacks by contract and
+  the skips by reason, then the totals, the support matrix, the slowest tests and the
   compile-time chart;
 - ``junit.xml``: the lane's tests for CI systems;
 - ``support.md``: the support matrix in the backend reference's columns (:mod:`conformance.support`);
@@ -28,7 +30,8 @@ from typing import Any
 from conformance import models_report, support as _support
 from conformance.outcomes import FELL_BACK
 
-SCHEMA_VERSION = 2
+#: 3: the 'fell back' outcome, each test's and support row's evidence, the declared precision.
+SCHEMA_VERSION = 3
 OUTCOMES = ("passed", "failed", FELL_BACK, "error", "skipped", "xfailed", "xpassed")
 SLOWEST = 15
 CHART_GRAPHS = 40
