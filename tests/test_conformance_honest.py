@@ -51,8 +51,10 @@ def test_an_honest_adapter_gets_no_failure_and_no_error(tmp_path, factory):
     skipped = [t for t in summary["tests"] if t["outcome"] == "skipped"]
     assert skipped and all(t["message"] for t in skipped), "every skip carries its reason"
     if factory == "not_supported":
-        # nothing outside the core: every test that asks an optional question skips
-        assert {t["id"].split("::")[0] for t in summary["tests"] if t["outcome"] == "passed"} == {"test_eager_parity.py"}
+        # nothing outside the core: only tests that need no more than compile() may pass (parity,
+        # and what the caller sees of in-place writes and aliasing)
+        passed = {t["id"].split("::")[0] for t in summary["tests"] if t["outcome"] == "passed"}
+        assert "test_eager_parity.py" in passed and passed <= {"test_eager_parity.py", "test_fx_passes.py"}, passed
     else:
         rows = {r["row"]: r for r in summary["support"]}
         assert rows["NEURON_CC_FLAGS"]["status"] == "Unsupported"
