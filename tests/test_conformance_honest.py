@@ -42,6 +42,7 @@ def _run(tmp_path: Path, spec: str) -> tuple[subprocess.CompletedProcess, dict]:
     return proc, summary
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("factory", ["not_supported", "empty"])
 def test_an_honest_adapter_gets_no_failure_and_no_error(tmp_path, factory):
     proc, summary = _run(tmp_path, f"conformance.selfcheck.honest:{factory}")
