@@ -19,7 +19,7 @@ adapter would:
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping
 
 from conformance.adapters.torch_builtin import TorchBuiltinImplementation
 from conformance.implementation import CAPABILITIES, Implementation, NotSupported
