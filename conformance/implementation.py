@@ -19,7 +19,10 @@ import dataclasses
 import importlib
 import os
 import platform
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, ContextManager, Mapping, Sequence
+
+from conformance.evidence import Evidence, observe_dynamo
+from conformance.precision import Precision
 
 DEFAULT_IMPL = "conformance.adapters.reference:make"
 
@@ -199,8 +202,32 @@ class Implementation:
         """Forget compiled graphs (called before each conformance test); the default resets Dynamo."""
         import torch  # on use: this module is imported by the plugin in every pytest run
 
-
         torch._dynamo.reset()
+
+    def precision(self) -> Precision:
+        """The precision the implementation computes in (:class:`~conformance.tolerances.Precision`):
+        which float dtypes it computes in a narrower one (float64 as float32, float32 matmuls in
+        TF32, float32 under bfloat16 autocast). The suite derives its tolerances from it and
+        reports it; a result that only meets a narrower dtype's bounds than declared fails as an
+        undeclared loss of precision. The default: every dtype computed as itself."""
+        return Precision()
+
+    def evidence(self) -> ContextManager[Evidence]:
+        """A context manager observing a block of work; it yields an :class:`~conformance.evidence.Evidence`
+        that is complete when the block exits (``refresh()`` brings it up to date inside).
+
+        The default observes what every ``torch.compile`` backend allows (the graphs Dynamo hands
+        the backend named ``backend_names()["compile"]``, and the calls of the callables it
+        returned). An implementation that knows more reports it: graphs it compiled, graphs it
+        served from its cache, runs of its compiled path, and every graph that ran outside it
+        (eagerly or through another backend) with the reason. The suite passes a parity, dtype,
+        cache or API test only when that evidence shows the compiled path carried the work; the
+        outcome is otherwise ``fell back: <reason>``. See ``docs/adapter.md``."""
+        try:
+            names = [self.backend_names()["compile"]]
+        except (NotSupported, KeyError):
+            names = None
+        return observe_dynamo(backends=names)
 
     # --- capability 'fx_passes' ------------------------------------------------------------------
     def fx_pass_names(self) -> list[str]:
@@ -477,6 +504,40 @@ class Implementation:
         """Environment variables a fresh process needs to use this implementation (e.g. a cache
         directory); the suite adds them to the child processes it starts."""
         return {}
+
+
+# --- honest answers ----------------------------------------------------------------------------------
+# An optional method may answer "I have none" by raising NotSupported or by an empty answer ({} or
+# an object without the name asked for). Tests read such answers through these helpers, so both
+# forms are the same skip with the reason, never a KeyError or an AttributeError.
+
+
+def helper_api(impl: Implementation, *names: str) -> Any:
+    """``impl.helper_api()`` when it has every one of ``names``; else :class:`NotSupported` naming
+    the missing ones."""
+    api = impl.helper_api()
+    missing = [n for n in names if not hasattr(api, n)]
+    if missing:
+        raise NotSupported(f"{impl.name}'s helper API has no {', '.join(missing)}")
+    return api
+
+
+def declared_variable(impl: Implementation, name: str) -> Any:
+    """The default of environment variable ``name`` as ``impl`` declares it; :class:`NotSupported`
+    when ``environment_variables()`` does not list it (``{}`` lists none)."""
+    variables = dict(impl.environment_variables())
+    if name not in variables:
+        raise NotSupported(f"{impl.name} does not read {name} (not in environment_variables())")
+    return variables[name]
+
+
+def forced_graph_break(impl: Implementation, key: str) -> Any:
+    """One entry of ``impl.forced_graph_breaks()`` (``gb_type``, ``sort``, ``topk``,
+    ``no_lowering``); :class:`NotSupported` when the answer lacks it (``{}``: forces none)."""
+    value = dict(impl.forced_graph_breaks()).get(key)
+    if value is None:
+        raise NotSupported(f"{impl.name} forces no such graph break (forced_graph_breaks() has no {key!r})")
+    return value
 
 
 def load_implementation(spec: str | None = None) -> Implementation:

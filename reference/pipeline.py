@@ -394,7 +394,9 @@ class CompiledGraph:
 
     def __call__(self, *args: torch.Tensor):
         if self.loaded is None:
+            METRICS.note_fallback(self.graph_name, "compile-only mode: the outputs come from the eager graph")
             return self._eager(*args)
+        METRICS.bump("compiled_runs")  # execution evidence: the compiled path ran
         if self.nones:
             return with_none_outputs(self.loaded(*args), self.nones)
         return self.loaded(*args)

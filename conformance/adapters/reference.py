@@ -2,12 +2,24 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import torch
 
+from conformance.evidence import Evidence, observe_dynamo
 from conformance.implementation import Implementation
+from conformance.precision import Precision
+
+#: The reference's compiling backends (a graph handed to any of them must be compiled by it).
+_BACKENDS = ("neuron", "neuron_libtorch", "neuron_native_lite")
+
+#: The precision the reference computes in, declared to the suite (the one place to change when
+#: the reference's runtime changes): its runtime narrows float64 to float32 at the boundary, as a
+#: device without f64 units does, and widens the results back.
+PRECISION = Precision(computes={"float64": "float32"},
+                      note="the runtime narrows float64 to float32, as on a device without f64 units")
 
 _PACKAGE = Path(__file__).resolve().parent.parent
 
@@ -82,6 +94,9 @@ class ReferenceImplementation(Implementation):
     def expected_support(self) -> Mapping[str, Mapping[str, str]]:
         return SEED_SUPPORT
 
+    def precision(self) -> Precision:
+        return PRECISION
+
     def expectations_file(self) -> str | None:
         return str(_PACKAGE / "expected" / "reference.txt")
 
@@ -91,6 +106,29 @@ class ReferenceImplementation(Implementation):
     def graph_compile_times(self) -> list[tuple[str, float]]:
         out, self._compile_times = self._compile_times, []
         return out
+
+    @contextlib.contextmanager
+    def evidence(self) -> Iterator[Evidence]:
+        """Dynamo's graphs (observed generically) and, from the reference's own process-long
+        counters: artifacts compiled, served from the NEFF cache, runs of a compiled graph, and
+        every eager fallback with its reason (compile or execution failure, compile-only mode)."""
+        from reference.core.metrics import METRICS
+
+        start, first = METRICS.totals(), METRICS.fallback_count()
+
+        def refresh(ev: Evidence) -> None:
+            now = METRICS.totals()
+            ev.compiled = now.get("compiler_invocations", 0) - start.get("compiler_invocations", 0)
+            ev.cached = now.get("neff_cache_hits", 0) - start.get("neff_cache_hits", 0)
+            ev.ran = now.get("compiled_runs", 0) - start.get("compiled_runs", 0)
+            ev.fallbacks = [{"graph": f.graph, "reason": f.reason} for f in METRICS.fallbacks_since(first)]
+
+        ev = Evidence(_refresh=refresh)
+        with observe_dynamo(ev, backends=_BACKENDS):
+            try:
+                yield ev
+            finally:
+                ev.refresh()
 
     def versions(self) -> dict[str, str]:
         from reference.cache.key import tool_versions

@@ -71,6 +71,7 @@ _GUARDS = "reference.spmd.guards"
 _FX_PASSES = "reference.fx_passes"
 _ATOM_CONFIG = "reference.atom.config"
 _ATOM_DECORATORS = "reference.atom.decorators"
+_SEAM = "reference.backends.neuron"
 
 _SCOPE = "conformance/test_compiler_args_scope.py"
 _FLOWS = "conformance/test_compiler_args_flows.py"
@@ -81,6 +82,7 @@ _CONTRACT = "conformance/test_backend_contract.py"
 _GUARD_TESTS = "conformance/test_spmd_guards.py"
 _FX_TESTS = "conformance/test_fx_passes.py"
 _ATOM_TESTS = "conformance/test_atom_compilation.py"
+_PARITY = "conformance/test_eager_parity.py"
 
 
 # --- per-graph compiler arguments -----------------------------------------------------------------
@@ -360,6 +362,29 @@ def pass_identity_ignores_order():
 
     manager = _module(_FX_PASSES).FXPassManager
     manager.uuid = lambda self: hashlib.sha256("\n".join(sorted(self.identity())).encode()).hexdigest()[:16]
+
+
+# --- execution evidence ----------------------------------------------------------------------------
+
+
+@_mutant("execution evidence: no silent fallback", f"{_PARITY}::test_float_dtypes_match_eager[float16]",
+         r"fell back: .*compiled or served only 0")
+def float16_silently_runs_eagerly():
+    """A graph with a float16 input is run eagerly instead of compiled, with no warning and no
+    record (as a backend whose compiler lacks a dtype and quietly hands the graph back), so parity
+    with eager holds while the implementation ran nothing."""
+    import torch
+
+    home = _module(_SEAM)
+    compile_fx_graph = home.compile_fx_graph
+
+    @functools.wraps(compile_fx_graph)
+    def quietly_eager(gm, example_inputs, options, **kwargs):
+        if any(isinstance(x, torch.Tensor) and x.dtype == torch.float16 for x in example_inputs):
+            return gm.forward
+        return compile_fx_graph(gm, example_inputs, options, **kwargs)
+
+    home.compile_fx_graph = quietly_eager
 
 
 # --- ATOM compilation ----------------------------------------------------------------------------

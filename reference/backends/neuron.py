@@ -277,6 +277,7 @@ def _eager_fallback(exc: NeuronBackendError, gm: torch.fx.GraphModule) -> Callab
     if env.get(env.DISABLE_FALLBACK_EXECUTION):
         raise exc
     warn_user(f"neuron backend: compilation failed, running the graph eagerly: {exc}")
+    METRICS.note_fallback(getattr(exc, "graph_name", None) or "a Dynamo graph", f"compilation failed: {exc}")
     return gm.forward
 
 
@@ -374,6 +375,7 @@ def _with_fallback(compiled, aten_gm):
             return compiled(*args)
         except NeuronBackendError as exc:
             warn_user(f"neuron backend: execution failed, running the graph eagerly: {exc}")
+            METRICS.note_fallback(getattr(compiled, "graph_name", None) or "a graph", f"execution failed: {exc}")
             return aten_gm(*args)
 
     return run
