@@ -186,18 +186,22 @@ def test_policy_with_a_malformed_level_names_the_graph_type(impl):
     assert "encoder" in str(info.value) and "-O9" in str(info.value)
 
 
-def test_unknown_graph_type_is_named(impl):
-    runner = impl.policy_runner()
-    with pytest.raises(Exception) as info:
-        runner.resolve("decdoe")
-    assert "decdoe" in str(info.value)
+@pytest.mark.parametrize("bad", ["", 7], ids=["empty", "not-a-string"])
+def test_a_graph_type_that_is_not_one_is_refused_naming_it(impl, bad):
+    """Graph types are open (seed 000: "decode", "encoder", "and so on"), but a compile site must
+    name its graph with a non-empty string (or None): anything else is refused, naming the value."""
+    for runner in (impl.policy_runner(), impl.policy_runner(optimization_level=2)):
+        with pytest.raises(Exception) as info:
+            runner.resolve(bad)
+        assert repr(bad) in str(info.value)
 
 
-def test_unknown_graph_type_is_refused_even_with_the_policy_off(impl):
-    runner = impl.policy_runner(optimization_level=2)
-    with pytest.raises(Exception) as info:
-        runner.resolve("encodr")
-    assert "encodr" in str(info.value)
+def test_a_graph_type_of_the_models_own_reaches_its_policy(impl):
+    """A type the runner has no site of its own for ("vision") is resolved by the model's policy
+    like any other: the fixture policy gives such a type the base arguments."""
+    runner = impl.policy_runner(compiler_args=["--model-type", "transformer"])
+    assert runner.resolve("vision") == runner.resolve("prefill")
+    assert runner.resolve("decode") != runner.resolve("vision"), "the policy's own types keep their arguments"
 
 
 @pytest.mark.parametrize("job", [("only-model",), (print, {}, None, "extra"), "not a tuple"])

@@ -127,10 +127,15 @@ def test_the_other_machine_run_changes_the_host_the_cores_and_the_folders(tmp_pa
 def test_the_reference_reports_its_host_as_a_machine_fact_not_a_version(monkeypatch):
     from conformance.adapters.reference import make
 
-    monkeypatch.setenv("NEURON_REFERENCE_HOST_IDENTITY", "x86_64:another CPU")
-    impl = make()
-    assert "host" not in impl.versions()
-    assert impl.machine()["host"] == "x86_64:another CPU"
     from reference.cache.key import tool_versions
 
-    assert tool_versions()["host"] == "x86_64:another CPU", "the override must reach the cache key's tool versions"
+    monkeypatch.setenv("NEURON_REFERENCE_HOST_IDENTITY", "x86_64:another CPU")
+    tool_versions.cache_clear()  # read once per process: a process started with the variable set
+    try:
+        impl = make()
+        assert "host" not in impl.versions()
+        assert impl.machine()["host"] == "x86_64:another CPU"
+        assert tool_versions()["host"] == "x86_64:another CPU", "the override must reach the cache key's tool versions"
+    finally:
+        monkeypatch.delenv("NEURON_REFERENCE_HOST_IDENTITY")
+        tool_versions.cache_clear()
