@@ -3,6 +3,7 @@ real traces and real torch-mlir lowerings of each op's decomposition, on fake te
 
 from __future__ import annotations
 
+import pytest
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
@@ -97,3 +98,19 @@ def test_the_process_decisions_key_on_the_tool_versions(monkeypatch):
     DECISIONS.decide(ops.scaled.default, [_fake(4), 2.0], {})
     assert DECISIONS.probes == 2, "a decision made with other tools is not reused"
     DECISIONS.clear()
+
+
+def test_the_grouped_experts_op_of_transformers_is_lowered_by_the_backend_and_matches_it():
+    pytest.importorskip("transformers.integrations.moe", reason="needs the 'models' extra")
+    from reference.lowering.decompositions import grouped_mm_rows, library_lowerings
+
+    op = torch.ops.transformers.grouped_mm_fallback.default
+    assert library_lowerings()[op] is grouped_mm_rows
+    d = OpDecisions().decide(op, [_fake(6, 16), _fake(4, 16, 8), _fake(4, dtype=torch.int32)], {})
+    assert d.lowers and d.op == "transformers::grouped_mm_fallback" and "the backend lowers it" in d.reason
+    g = torch.Generator().manual_seed(0)
+    # groups of every size, empty ones included, and rows past the last offset (which stay zero)
+    for counts in ([2, 0, 3, 1], [0, 0, 0, 6], [1, 1, 1, 1], [6, 0, 0, 0]):
+        x, w = torch.randn(6, 16, generator=g), torch.randn(4, 16, 8, generator=g)
+        offs = torch.cumsum(torch.tensor(counts), 0, dtype=torch.int32)
+        torch.testing.assert_close(grouped_mm_rows(x, w, offs), op(x, w, offs), rtol=1e-5, atol=1e-5)

@@ -6,7 +6,9 @@ register with ``torch.library``: ``transformers::grouped_mm_fallback``, an ATOM 
 ``direct_register_custom_op``, ...) is decided here, the same way: an op lowers when
 
 1. the backend has a lowering of its own for it (an entry of
-   :func:`reference.lowering.decompositions.extra_decompositions`), or
+   :func:`reference.lowering.decompositions.extra_decompositions`, or of
+   :func:`~reference.lowering.decompositions.library_lowerings` for another library's op, such as
+   ``transformers::grouped_mm_fallback``), or
 2. it has a decomposition to ops that lower: a ``CompositeImplicitAutograd`` kernel (the
    dispatcher decomposes it while AOT Autograd traces), or, for a kernel that writes into a
    caller's buffer, the Python implementation the FX pass inlines (the caller passes it as
@@ -35,7 +37,7 @@ import torch
 
 from reference.cache.key import tool_versions
 from reference.core.errors import LoweringError
-from reference.lowering.decompositions import extra_decompositions
+from reference.lowering.decompositions import extra_decompositions, library_lowerings
 from reference.lowering.optable import break_ops
 
 #: Namespaces decided elsewhere: ATen by the op table, ``prims`` lower, the collectives are the
@@ -123,7 +125,7 @@ class OpDecisions:
         return decision
 
     def _decide(self, op, name: str, composite: bool, args, kwargs, inline_impl) -> OpDecision:
-        if op in extra_decompositions():
+        if op in extra_decompositions() or op in library_lowerings():
             return OpDecision(name, True, "the backend lowers it")
         if composite:
             via, fn = "its CompositeImplicitAutograd kernel", op
