@@ -156,7 +156,10 @@ def _probe(name: str, fn: Callable, args: Sequence[Any], kwargs: dict[str, Any])
     mode = FakeTensorMode()
     flat, spec = torch.utils._pytree.tree_flatten((list(args), dict(kwargs)))
     slots = [i for i, v in enumerate(flat) if isinstance(v, torch.Tensor)]
-    fresh = [_fresh(flat[i], mode) for i in slots]
+    try:
+        fresh = [_fresh(flat[i], mode) for i in slots]
+    except Exception as exc:  # noqa: BLE001 - sizes that are not plain ints: nothing to trace with
+        return f"its arguments cannot be traced with ({_first_line(exc)})"
 
     def call(*tensors):
         values = list(flat)
@@ -171,7 +174,8 @@ def _probe(name: str, fn: Callable, args: Sequence[Any], kwargs: dict[str, Any])
     try:
         with mode:
             gm = make_fx(torch.func.functionalize(call, remove="mutations_and_views"),
-                         decomposition_table=decomposition_table(), tracing_mode="real")(*fresh)
+                         decomposition_table={**decomposition_table(), **library_lowerings()},
+                         tracing_mode="real")(*fresh)
     except Exception as exc:  # noqa: BLE001 - a decomposition that does not trace does not lower
         return f"it could not be traced ({_first_line(exc)})"
     _drop_input_write_backs(gm)
