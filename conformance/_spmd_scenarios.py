@@ -208,13 +208,26 @@ def _environ(values: dict[str, str]):
                 os.environ[k] = v
 
 
-def _shared_dir() -> str:
-    """A fresh directory every rank sees (made by rank 0, its path broadcast)."""
+def _host() -> tuple[int, int]:
+    """This rank's host and its rank on that host, as the launcher set them (torchrun: ``GROUP_RANK``
+    and ``LOCAL_RANK``); the suite's launcher starts every rank on one host."""
+    return int(os.environ.get("GROUP_RANK") or 0), int(os.environ.get("LOCAL_RANK") or dist.get_rank())
+
+
+def _from_host_leader(value: Any) -> Any:
+    """The ``value`` of the first rank on this host (collective: every rank calls it)."""
+    host, local = _host()
+    gathered: list = [None] * dist.get_world_size()
+    dist.all_gather_object(gathered, (host, local, value))
+    return next(v for h, lr, v in gathered if h == host and lr == 0)
+
+
+def _host_dir() -> str:
+    """A fresh directory every rank on this host sees (made by the host's first rank). Ranks on
+    other hosts get their own: nothing assumes a filesystem shared between hosts."""
     import tempfile
 
-    box = [tempfile.mkdtemp(prefix="spmd-deferred-") if dist.get_rank() == 0 else None]
-    dist.broadcast_object_list(box, src=0)
-    return str(box[0])
+    return str(_from_host_leader(tempfile.mkdtemp(prefix="spmd-deferred-") if _host()[1] == 0 else None))
 
 
 def _capture_everywhere(impl: Implementation, rank: int, world: int, mode: str, staged: str) -> None:
@@ -230,27 +243,27 @@ def _capture_everywhere(impl: Implementation, rank: int, world: int, mode: str, 
 
 
 def _compile_once(impl: Implementation, staged: str, strict: str) -> dict[str, Any]:
-    """Rank 0 builds every staged graph (under the strict flag given); the others wait."""
+    """The first rank of each host builds every graph its host staged (under the strict flag
+    given); the others wait and get its result."""
     result: dict[str, Any] = {}
-    if dist.get_rank() == 0:
+    if _host()[1] == 0:
         with _strict(strict):
             try:
                 result["graphs"] = impl.parallel_compile(staged, workers=2)
                 result["raised"] = None
             except impl.spmd_violation_errors() as exc:
                 result["raised"] = f"{type(exc).__name__}: {exc}"
-    box = [result]
-    dist.broadcast_object_list(box, src=0)
-    return box[0]
+    return _from_host_leader(result)
 
 
 def deferred_decoder(impl, rank, world):
-    """The deferred flow on the sharded decoder (TP + EP): capture on every rank, build once, serve
-    on every rank from the cache with a miss being an error; then the MPMD twin, captured the same
-    way, which the single-artifact check must refuse under the strict flag."""
+    """The deferred flow on the sharded decoder (TP + EP): capture on every rank, build once per host
+    (once for the world on one host), serve on every rank from the cache with a miss being an
+    error; then the MPMD twin, captured the same way, which the single-artifact check must refuse
+    under the strict flag. Each host keeps its staged graphs and caches in its own directory."""
     from neuron_fixtures.spmd import sharded_decoder
 
-    root = _shared_dir()
+    root = _host_dir()
     spmd_dir, mpmd_dir = os.path.join(root, "staged-spmd"), os.path.join(root, "staged-mpmd")
     with _environ(dict(impl.cache_env(os.path.join(root, "caches")))):
         _capture_everywhere(impl, rank, world, "spmd", spmd_dir)
@@ -278,7 +291,52 @@ def deferred_decoder(impl, rank, world):
     }
 
 
+class _BakedRank(torch.nn.Module):
+    """Adds its rank as a baked constant: each rank traces (and stages) its own graph."""
+
+    def __init__(self, rank: int) -> None:
+        super().__init__()
+        self.rank = rank
+
+    def forward(self, x, rank):
+        return x + rank + torch.tensor([[self.rank]], dtype=torch.int32)
+
+
+def deferred_guard(impl, rank, world):
+    """``parallel_compile``'s single-artifact check with the eager fallback on and off: every rank
+    stages its own graph of a small MPMD model (with the flag off); rank 0 builds them under the
+    strict flag (the violation itself must come out, whatever the fallback setting) and without it
+    (tolerated: a warning, and every entry built). Per host, like the deferred flow."""
+    staged = os.path.join(_host_dir(), "staged")
+    result: dict[str, Any] = {}
+    with _environ(dict(impl.cache_env(os.path.join(os.path.dirname(staged), "caches")))):
+        impl.reset()
+        with _strict("0"), torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            impl.capture(_BakedRank(rank), cache_dir=staged)(torch.ones(2, 2, dtype=torch.int32), rank=impl.spmd_rank_tensor(rank))
+        dist.barrier()
+        if _host()[1] == 0:
+            for strict in ("1", "0"):
+                for fallback in ("on", "off"):
+                    outcome: dict[str, Any] = {}
+                    flags = {"TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION": "0" if fallback == "on" else "1"}
+                    with _strict(strict), _environ(flags), warnings.catch_warnings(record=True) as caught:
+                        warnings.simplefilter("always")
+                        try:
+                            outcome["graphs"] = impl.parallel_compile(staged, workers=1)
+                            outcome["raised"] = None
+                        except BaseException as exc:  # noqa: BLE001 - the test checks the type
+                            outcome["raised"] = type(exc).__name__
+                            outcome["is_violation"] = isinstance(exc, impl.spmd_violation_errors())
+                            outcome["message"] = str(exc)
+                    outcome["warnings"] = [str(w.message) for w in caught]
+                    result[f"{'strict' if strict == '1' else 'warn'}-fallback_{fallback}"] = outcome
+        dist.barrier()
+    return result
+
+
 SCENARIOS: dict[str, Callable[[Implementation, int, int], dict]] = {
+    "deferred_guard": deferred_guard,
     "deferred_decoder": deferred_decoder,
     "decoder_spmd": decoder_spmd,
     "decoder_mpmd_default": decoder_mpmd_default,

@@ -13,6 +13,7 @@ from conformance.scratch import scratch_cache_variables
 from conformance.implementation import Implementation, NotSupported
 from conformance.plugin import SUITE, TIMES_PROPERTY
 from conformance.support import support  # noqa: F401  (the probes' recorder)
+from conformance.tolerances import POLICY
 
 @pytest.fixture(scope="session")
 def impl(pytestconfig: pytest.Config) -> Implementation:
@@ -26,6 +27,13 @@ def _snapshot_tree(pytestconfig: pytest.Config, impl: Implementation) -> None:
     root = pytestconfig.getoption("conformance_snapshot_dir") or os.environ.get("CONFORMANCE_SNAPSHOT_DIR")
     root = root or impl.snapshot_root() or str(Path(pytestconfig.invocation_params.dir) / "conformance-snapshots")
     snapshots.set_tree(Path(root), impl.snapshots_of or impl.name)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _precision(impl: Implementation):
+    """Tolerances follow the precision the implementation declares (conformance/tolerances.py)."""
+    with POLICY.use(impl.precision()):
+        yield
 
 
 @pytest.fixture(scope="session")

@@ -14,8 +14,9 @@ the server imports only modules that do no work at import, never the implementat
 
 What a forked child does not get, and when to start a fresh interpreter instead:
 
-- its own hash seed (``PYTHONHASHSEED`` in the request's environment cannot take effect), nor
-  any other ``PYTHON*`` setting read at interpreter start;
+- a hash seed of its own choosing (``PYTHONHASHSEED`` in the request's environment cannot take
+  effect; the server's processes take turns, each with a random seed, so consecutive children
+  differ), nor any other ``PYTHON*`` setting read at interpreter start;
 - the values of variables that the preloaded modules read at import (torch reads its
   ``TORCH_*``/``TORCHINDUCTOR_*``/``TORCHDYNAMO_*`` configuration flags then): a request that sets
   one of those differently from the server's environment would silently get the server's value.
@@ -35,6 +36,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import random
 import select
 import signal
 import subprocess
@@ -79,12 +81,14 @@ class ForkedProcess:
     ``pid``, ``returncode``, ``poll()``, ``wait(timeout)``, ``kill()``; and ``cpu_s``, the CPU
     seconds of the child and the processes it waited for, once it ended."""
 
-    def __init__(self, server: "ForkServer", pid: int, args: list[str]) -> None:
+    def __init__(self, server: "_Interpreter", pid: int, args: list[str]) -> None:
         self._server = server
         self.pid = pid
         self.args = args
         self.returncode: int | None = None
         self.cpu_s: float | None = None
+        #: the ``PYTHONHASHSEED`` of the server process it was forked from
+        self.hash_seed: str | None = None
 
     def poll(self) -> int | None:
         return self._server._status(self, timeout=0.0)
@@ -104,17 +108,13 @@ class ForkedProcess:
                 os.kill(self.pid, signal.SIGKILL)
 
 
-class ForkServer:
-    """The parent's handle on a server process; see the module doc. Use as a context manager.
+class _Interpreter:
+    """One server process with one hash seed: the protocol with it, its children's status."""
 
-    The server process starts with the first :meth:`spawn` (a fixture that makes one costs
-    nothing when its tests skip); ``env`` is the environment it starts with."""
-
-    def __init__(self, preload: Sequence[str], *, env: Mapping[str, str] | None = None) -> None:
+    def __init__(self, preload: Sequence[str], env: Mapping[str, str]) -> None:
         self.preload = list(preload)
-        self.env = dict(os.environ if env is None else env)
+        self.env = dict(env)
         self._proc: subprocess.Popen | None = None
-        self._closed = False
         self._cond = threading.Condition()
         self._ready = False
         self._next_id = 0
@@ -124,8 +124,6 @@ class ForkServer:
         self._reader = threading.Thread(target=self._read, name="forkserver-reader", daemon=True)
 
     def _start(self) -> subprocess.Popen:
-        if self._closed:
-            raise ForkServerError("the fork server was closed; start another to spawn more children")
         if self._proc is None:
             self._proc = subprocess.Popen(
                 [sys.executable, "-m", "conformance.forkserver", *self.preload],
@@ -154,12 +152,7 @@ class ForkServer:
         assert self._proc is not None
         return ForkServerError(f"the fork server (pid {self._proc.pid}) {what}; exit status {self._proc.poll()}")
 
-    def spawn(self, module: str, args: Sequence[str], *, env: Mapping[str, str], log: str,
-              cwd: str | None = None) -> ForkedProcess:
-        """Fork a child that runs ``python -m module *args`` with exactly ``env`` as its environment,
-        in ``cwd`` (default: the server's), standard output and error appended to the file ``log``,
-        standard input from /dev/null, in a session of its own."""
-        request = {"module": module, "args": list(args), "env": dict(env), "log": str(log), "cwd": cwd}
+    def spawn(self, request: dict, label: list[str]) -> ForkedProcess:
         proc = self._start()
         with self._cond:
             self._cond.wait_for(lambda: self._ready or self._gone)
@@ -173,7 +166,9 @@ class ForkServer:
             self._cond.wait_for(lambda: rid in self._started or self._gone)
             if rid not in self._started:
                 raise self._dead("died before it started a child")
-            return ForkedProcess(self, self._started.pop(rid), [module, *args])
+            child = ForkedProcess(self, self._started.pop(rid), label)
+        child.hash_seed = self.env.get("PYTHONHASHSEED")
+        return child
 
     def _status(self, child: ForkedProcess, timeout: float | None) -> int | None:
         if child.returncode is not None:
@@ -188,8 +183,6 @@ class ForkServer:
         return child.returncode
 
     def close(self) -> None:
-        """End the server; it kills the children still running first."""
-        self._closed = True
         if self._proc is None:
             return
         if self._proc.stdin and not self._proc.stdin.closed:
@@ -201,6 +194,63 @@ class ForkServer:
             self._proc.kill()
             self._proc.wait()
         self._reader.join(timeout=5)
+
+
+class ForkServer:
+    """The parent's handle on a server; see the module doc. Use as a context manager.
+
+    Hash seeds: a forked child keeps its server's ``PYTHONHASHSEED`` (it is read when the
+    interpreter starts), so a server of one interpreter would run every child with one seed, and a
+    bug that depends on the order of a set of strings would hide behind it (two children computing
+    a key would always agree). Unless ``env`` pins ``PYTHONHASHSEED``, the server is therefore
+    ``interpreters`` server processes (default 2), each started with a seed of its own drawn at
+    random, and children are forked from them in turn: two children spawned one after the other
+    never share a seed. Each child's seed is on :attr:`ForkedProcess.hash_seed` (to reproduce a
+    failure, pin it). A request whose environment sets ``PYTHONHASHSEED`` gets a fresh interpreter
+    from :func:`start_module` (:func:`needs_fresh_interpreter`).
+
+    A server process starts with the first child it forks (a fixture that makes one costs nothing
+    when its tests skip); ``env`` is the environment they start with, less the seed."""
+
+    def __init__(self, preload: Sequence[str], *, env: Mapping[str, str] | None = None, interpreters: int = 2) -> None:
+        self.preload = list(preload)
+        self.env = dict(os.environ if env is None else env)
+        pinned = self.env.get("PYTHONHASHSEED", "").isdigit()
+        self._seeds: list[str | None] = (
+            [self.env["PYTHONHASHSEED"]] if pinned else [str(s) for s in random.sample(range(1, 2**32), max(1, interpreters))]
+        )
+        self._interpreters: list[_Interpreter | None] = [None] * len(self._seeds)
+        self._turn = 0
+        self._closed = False
+        self._lock = threading.Lock()
+
+    @property
+    def hash_seeds(self) -> list[str]:
+        """The seeds of the server processes, in the order they take turns."""
+        return [s for s in self._seeds if s is not None]
+
+    def spawn(self, module: str, args: Sequence[str], *, env: Mapping[str, str], log: str,
+              cwd: str | None = None) -> ForkedProcess:
+        """Fork a child that runs ``python -m module *args`` with exactly ``env`` as its environment,
+        in ``cwd`` (default: the server's), standard output and error appended to the file ``log``,
+        standard input from /dev/null, in a session of its own; from the next server process in turn."""
+        request = {"module": module, "args": list(args), "env": dict(env), "log": str(log), "cwd": cwd}
+        with self._lock:
+            if self._closed:
+                raise ForkServerError("the fork server was closed; start another to spawn more children")
+            turn, self._turn = self._turn, (self._turn + 1) % len(self._seeds)
+            interp = self._interpreters[turn]
+            if interp is None:
+                interp = self._interpreters[turn] = _Interpreter(self.preload, {**self.env, "PYTHONHASHSEED": self._seeds[turn]})
+        return interp.spawn(request, [module, *args])
+
+    def close(self) -> None:
+        """End the server processes; each kills its children still running first."""
+        with self._lock:
+            self._closed = True
+            interpreters = [i for i in self._interpreters if i is not None]
+        for interp in interpreters:
+            interp.close()
 
     def __enter__(self) -> "ForkServer":
         return self

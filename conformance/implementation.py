@@ -18,9 +18,29 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import os
-from typing import Any, Callable, Mapping, Sequence
+import platform
+from typing import Any, Callable, ContextManager, Mapping, Sequence
+
+from conformance.evidence import Evidence, observe_dynamo
+from conformance.precision import Precision
 
 DEFAULT_IMPL = "conformance.adapters.reference:make"
+
+
+def machine_facts() -> dict[str, str]:
+    """The machine as the harness sees it: architecture and CPU model, and the cores this process
+    may run on (its affinity, not the machine's count)."""
+    model = ""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as fh:
+            model = next((ln.split(":", 1)[1].strip() for ln in fh if ln.startswith(("model name", "CPU part"))), "")
+    except OSError:
+        pass
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    return {"host": f"{platform.machine()}:{model}", "cores": str(cores)}
 
 
 class NotSupported(BaseException):
@@ -86,7 +106,7 @@ CAPABILITIES: dict[str, Capability] = {
             required=("cache_env", "compiler_invocations"),
             optional=(
                 "cache_hash", "cache_keys", "cache_entry_files", "cache_scratch", "compiles_in_progress",
-                "lowerings",
+                "lowerings", "plant_cache_entry",
             ),
             modules=("cache_key", "cache_reliability", "cache_warm_start"),
         ),
@@ -114,7 +134,7 @@ CAPABILITIES: dict[str, Capability] = {
             "atom",
             "ATOM: compilation levels, piecewise compilation, the compiler manager, graph capture",
             required=("atom",),
-            modules=("atom_compilation", "atom_graphs"),
+            modules=("atom_compilation", "atom_graphs", "atom_matrix"),
         ),
     )
 }
@@ -145,8 +165,16 @@ class Implementation:
 
     # --- identity -----------------------------------------------------------------------------
     def versions(self) -> dict[str, str]:
-        """Versions of what shapes results: at least torch, the lowering, the compiler."""
+        """Versions of what shapes results: at least torch, the lowering, the compiler. Nothing
+        that depends on the machine the run happened on (that is :meth:`machine`): the checked-in
+        support matrices compare these, and they must read the same on every machine."""
         return {}
+
+    def machine(self) -> dict[str, str]:
+        """Facts about the machine the run happened on (CPU, cores), reported beside the versions
+        and never compared. The default is what the harness sees; an implementation whose
+        artifacts are keyed on its own notion of the host reports that instead."""
+        return machine_facts()
 
     def backend_names(self) -> dict[str, str]:
         """Registered ``torch.compile`` backend names by role: ``compile`` (required), and
@@ -174,8 +202,32 @@ class Implementation:
         """Forget compiled graphs (called before each conformance test); the default resets Dynamo."""
         import torch  # on use: this module is imported by the plugin in every pytest run
 
-
         torch._dynamo.reset()
+
+    def precision(self) -> Precision:
+        """The precision the implementation computes in (:class:`~conformance.tolerances.Precision`):
+        which float dtypes it computes in a narrower one (float64 as float32, float32 matmuls in
+        TF32, float32 under bfloat16 autocast). The suite derives its tolerances from it and
+        reports it; a result that only meets a narrower dtype's bounds than declared fails as an
+        undeclared loss of precision. The default: every dtype computed as itself."""
+        return Precision()
+
+    def evidence(self) -> ContextManager[Evidence]:
+        """A context manager observing a block of work; it yields an :class:`~conformance.evidence.Evidence`
+        that is complete when the block exits (``refresh()`` brings it up to date inside).
+
+        The default observes what every ``torch.compile`` backend allows (the graphs Dynamo hands
+        the backend named ``backend_names()["compile"]``, and the calls of the callables it
+        returned). An implementation that knows more reports it: graphs it compiled, graphs it
+        served from its cache, runs of its compiled path, and every graph that ran outside it
+        (eagerly or through another backend) with the reason. The suite passes a parity, dtype,
+        cache or API test only when that evidence shows the compiled path carried the work; the
+        outcome is otherwise ``fell back: <reason>``. See ``docs/adapter.md``."""
+        try:
+            names = [self.backend_names()["compile"]]
+        except (NotSupported, KeyError):
+            names = None
+        return observe_dynamo(backends=names)
 
     # --- capability 'fx_passes' ------------------------------------------------------------------
     def fx_pass_names(self) -> list[str]:
@@ -281,12 +333,21 @@ class Implementation:
         disable: bool = False,
         assert_hit: bool = False,
         neff_dir: str | None = None,
+        secret: str | None = None,
     ) -> dict[str, str]:
         """Environment variables that make a fresh process keep every cache under ``root``:
         ``lock_timeout_s`` bounds a wait for another process's compile of the same key,
-        ``disable`` turns the persistent cache off, ``assert_hit`` makes a miss an error, and
-        ``neff_dir`` places the artifact cache itself elsewhere (a read-only or full directory)."""
+        ``disable`` turns the persistent cache off, ``assert_hit`` makes a miss an error,
+        ``neff_dir`` places the artifact cache itself elsewhere (a read-only or full directory),
+        and ``secret`` authenticates entries under that key (an implementation without entry
+        authentication raises ``NotSupported`` when it is given)."""
         raise NotSupported("cache_env")
+
+    def plant_cache_entry(self, root: str, key: str, artifact: bytes) -> None:
+        """Replace the artifact of entry ``key`` under ``root`` with ``artifact`` and rewrite every
+        checksum the entry records to match it, as anyone who can write the cache folder can (the
+        suite checks what the implementation then serves)."""
+        raise NotSupported("plant_cache_entry")
 
     def compiler_invocations(self) -> int:
         """How many times this process has run the compiler (artifact builds, not cache hits)."""
@@ -355,7 +416,8 @@ class Implementation:
     def parallel_trace(self, jobs: Sequence[tuple], *, cache_dir: str, workers: int = 2, timeout: float | None = None) -> list[dict]:
         """Run trace jobs in forked children; one dict per job, in order, without raising for a failed
         job: ``{"ok", "identity", "error", "captured": [{"cache_key", "graph_name", "compiler_args"}]}``.
-        A malformed job raises before anything runs."""
+        A malformed job raises before anything runs; a guard-rail violation in a job (under
+        ``NEURON_LIBTORCH_SPMD_STRICT=1``) raises as itself (:meth:`spmd_violation_errors`)."""
         raise NotSupported("parallel_trace")
 
     def capture(self, model: Callable, *, cache_dir: str) -> Callable:
@@ -368,7 +430,9 @@ class Implementation:
         self, cache_dir: str, *, workers: int = 2, base_compiler_args: Sequence[str] | None = None
     ) -> list[dict]:
         """Compile the staged graphs into the artifact cache; one dict per staged entry:
-        ``{"graph_name", "cache_key", "compiler_args", "args_source" ("recorded"|"base"), "ok", "error"}``."""
+        ``{"graph_name", "cache_key", "compiler_args", "args_source" ("recorded"|"base"), "ok", "error"}``.
+        A guard-rail violation (the single-artifact check under ``NEURON_LIBTORCH_SPMD_STRICT=1``)
+        raises as itself (:meth:`spmd_violation_errors`), never as a failed entry."""
         raise NotSupported("parallel_compile")
 
     def staged_metadata(self, cache_dir: str) -> list[dict]:
@@ -440,6 +504,40 @@ class Implementation:
         """Environment variables a fresh process needs to use this implementation (e.g. a cache
         directory); the suite adds them to the child processes it starts."""
         return {}
+
+
+# --- honest answers ----------------------------------------------------------------------------------
+# An optional method may answer "I have none" by raising NotSupported or by an empty answer ({} or
+# an object without the name asked for). Tests read such answers through these helpers, so both
+# forms are the same skip with the reason, never a KeyError or an AttributeError.
+
+
+def helper_api(impl: Implementation, *names: str) -> Any:
+    """``impl.helper_api()`` when it has every one of ``names``; else :class:`NotSupported` naming
+    the missing ones."""
+    api = impl.helper_api()
+    missing = [n for n in names if not hasattr(api, n)]
+    if missing:
+        raise NotSupported(f"{impl.name}'s helper API has no {', '.join(missing)}")
+    return api
+
+
+def declared_variable(impl: Implementation, name: str) -> Any:
+    """The default of environment variable ``name`` as ``impl`` declares it; :class:`NotSupported`
+    when ``environment_variables()`` does not list it (``{}`` lists none)."""
+    variables = dict(impl.environment_variables())
+    if name not in variables:
+        raise NotSupported(f"{impl.name} does not read {name} (not in environment_variables())")
+    return variables[name]
+
+
+def forced_graph_break(impl: Implementation, key: str) -> Any:
+    """One entry of ``impl.forced_graph_breaks()`` (``gb_type``, ``sort``, ``topk``,
+    ``no_lowering``); :class:`NotSupported` when the answer lacks it (``{}``: forces none)."""
+    value = dict(impl.forced_graph_breaks()).get(key)
+    if value is None:
+        raise NotSupported(f"{impl.name} forces no such graph break (forced_graph_breaks() has no {key!r})")
+    return value
 
 
 def load_implementation(spec: str | None = None) -> Implementation:

@@ -33,6 +33,7 @@ import pytest
 
 import conformance
 from conformance import expectations as _expectations, models_report, support as _support
+from conformance.outcomes import EVIDENCE, EVIDENCE_PROPERTY, FELL_BACK, FELL_BACK_PROPERTY, FellBack, fell_back
 from conformance.implementation import (
     CAPABILITIES,
     DEFAULT_IMPL,
@@ -127,6 +128,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "support(table, item): the support-matrix row a probe fills (conformance/support.py)")
     config.addinivalue_line("markers", "capability(*groups): capability groups of the adapter a test needs "
                                        "(conformance.implementation.CAPABILITIES); skipped without them")
+    config.addinivalue_line("markers", "evidence: the test passes only when the implementation's compiled path "
+                                       "carried its work (conformance/evidence.py); otherwise 'fell back: <reason>'")
     # the suite's own modules use these; registered here so a run under --pyargs from another
     # project (without this repository's pyproject) knows them too
     config.addinivalue_line("markers", "slow: a test that compiles many graphs or starts several processes")
@@ -231,20 +234,50 @@ def pytest_runtest_setup(item: pytest.Item):
         return (yield)
     except NotSupported as exc:
         _skip_for(item, exc)
+    except FellBack as exc:
+        fell_back(item, str(exc))
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item):
+    observe = is_conformance_item(item) and (
+        item.get_closest_marker("evidence") is not None or item.get_closest_marker("support") is not None
+    )
+    if not observe:
+        try:
+            return (yield)
+        except NotSupported as exc:
+            _skip_for(item, exc)
+        except FellBack as exc:
+            fell_back(item, str(exc))
+    ev = None
     try:
-        return (yield)
-    except NotSupported as exc:
-        _skip_for(item, exc)
+        with item.config.stash[SUITE].impl().evidence() as ev:
+            item.stash[EVIDENCE] = ev
+            try:
+                result = yield
+            except NotSupported as exc:
+                _skip_for(item, exc)
+            except FellBack as exc:
+                fell_back(item, str(exc))
+    finally:
+        if ev is not None:  # complete once the observation closed
+            item.user_properties.append((EVIDENCE_PROPERTY, json.dumps(ev.refresh().as_dict())))
+    if item.get_closest_marker("evidence") is not None:
+        reason = ev.shortfall(require_compile=True)
+        if reason is not None:
+            fell_back(item, reason)
+    return result
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_fixture_setup(fixturedef, request):
     """A fixture that raises NotSupported caches the skip, not the exception, so every test that
-    shares a module- or session-scoped fixture skips with the reason instead of erroring."""
+    shares a module- or session-scoped fixture skips with the reason instead of erroring.
+
+    One cause, one report: a shared (not function-scoped) fixture of the suite that fails reports
+    the failure once, in the first test that needed it; every later test that shares it is skipped
+    naming the fixture, that test and the cause, instead of repeating the same error."""
     try:
         return (yield)
     except NotSupported as exc:
@@ -254,6 +287,26 @@ def pytest_fixture_setup(fixturedef, request):
             skip._use_item_location = True
             fixturedef.cached_result = (None, fixturedef.cache_key(request), (skip, skip.__traceback__))
             raise
+    except Exception as exc:
+        item = getattr(request, "_pyfuncitem", None)  # the test that needed the fixture first
+        if fixturedef.scope != "function" and item is not None and is_conformance_item(item):
+            _cache_one_cause(fixturedef, item, exc)
+        raise
+
+
+def _cache_one_cause(fixturedef, item: pytest.Item, exc: BaseException) -> None:
+    """Make the tests after ``item`` that share ``fixturedef`` skip naming the cause (``item``
+    still reports the exception itself)."""
+    first = " ".join(str(exc).split())[:300]
+    cause = f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+    try:
+        pytest.skip(f"not run: the shared fixture {fixturedef.argname!r} failed in {test_id(item)} "
+                    f"(reported there): {cause}")
+    except pytest.skip.Exception as skip:
+        skip._use_item_location = True
+        cached = fixturedef.cached_result
+        key = cached[1] if cached is not None else None
+        fixturedef.cached_result = (None, key, (skip, skip.__traceback__))
 
 
 # --- results, gathered on the controller -----------------------------------------------------------
@@ -282,8 +335,12 @@ class Results:
             self.times.extend({"test": test, "graph": g, "seconds": s} for g, s in json.loads(props[TIMES_PROPERTY]))
         entry = self.tests.setdefault(test, {"outcome": "passed", "duration": 0.0, "message": ""})
         entry["duration"] = round(entry["duration"] + report.duration, 3)
+        if report.when == "call" and EVIDENCE_PROPERTY in props:
+            entry["evidence"] = json.loads(props[EVIDENCE_PROPERTY])
         if report.when == "call" or report.failed or report.skipped:
             outcome, message = _outcome(report)
+            if outcome in ("failed", "error") and FELL_BACK_PROPERTY in props:
+                outcome, message = FELL_BACK, message.removeprefix("Failed: ")
             if entry["outcome"] in ("passed", "skipped") or outcome == "error":
                 entry["outcome"], entry["message"] = outcome, message
 

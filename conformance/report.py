@@ -2,10 +2,12 @@
 
 ``<report dir>/<implementation>/<lane>/`` receives:
 
-- ``summary.json`` (:data:`SCHEMA_VERSION`): the invocation, versions, environment, totals per
-  contract, every test with its outcome, duration and failure or skip message, the support rows
-  (observed and declared), per-graph compile times and stale expectation entries;
-- ``summary.md``: the same for a person, with the support matrix, the slowest tests and the
+- ``summary.json`` (:data:`SCHEMA_VERSION`): the invocation, versions, declared precision,
+  environment, totals per contract, every test with its outcome (``fell back`` among them),
+  duration, failure or skip message and execution evidence, the support rows (observed and
+  declared, with their evidence), per-graph compile times and stale expectation entries;
+- ``summary.md``: the same for a person, leading with the failures and fallbacks by contract and
+  the skips by reason, then the totals, the support matrix, the slowest tests and the
   compile-time chart;
 - ``junit.xml``: the lane's tests for CI systems;
 - ``support.md``: the support matrix in the backend reference's columns (:mod:`conformance.support`);
@@ -26,9 +28,11 @@ from pathlib import Path
 from typing import Any
 
 from conformance import models_report, support as _support
+from conformance.outcomes import FELL_BACK
 
-SCHEMA_VERSION = 2
-OUTCOMES = ("passed", "failed", "error", "skipped", "xfailed", "xpassed")
+#: 3: the 'fell back' outcome, each test's and support row's evidence, the declared precision.
+SCHEMA_VERSION = 3
+OUTCOMES = ("passed", "failed", FELL_BACK, "error", "skipped", "xfailed", "xpassed")
 SLOWEST = 15
 CHART_GRAPHS = 40
 
@@ -45,7 +49,7 @@ def write(
         atomic_write(out / "compile-times.svg", chart)
     atomic_write(out / "summary.md", render_markdown(summary, chart_file="compile-times.svg" if chart else None))
     if support.observations:
-        text = _support.render(impl.name, summary["versions"], support.observations, support.order())
+        text = _support.render(impl.name, summary["versions"], support.observations, support.order(), machine=summary["machine"])
         atomic_write(out / "support.md", text)
     if models is not None and models.rows:
         atomic_write(out / "models.md", models_report.render(impl.name, summary["versions"], models.rows))
@@ -75,6 +79,8 @@ def summarize(impl, suite, results: dict, support, compile_times: list, stale: l
             "expectations": suite.expectations().path,
         },
         "versions": impl.versions(),
+        "machine": impl.machine(),
+        "precision": impl.precision().describe(),
         "environment": environment,
         "started": _iso(suite.started),
         "finished": _iso(time.time()),
@@ -83,7 +89,8 @@ def summarize(impl, suite, results: dict, support, compile_times: list, stale: l
         "contracts": dict(sorted(contracts.items())),
         "tests": [{"id": k, **v} for k, v in sorted(results.items())],
         "support": [
-            {"table": t, "row": r, "status": v["status"], "declared": v.get("declared"), "notes": v["notes"]}
+            {"table": t, "row": r, "status": v["status"], "declared": v.get("declared"), "notes": v["notes"],
+             "evidence": v.get("evidence")}
             for (t, r), v in ((k, rows[k]) for k in support.order() + sorted(set(rows) - set(support.order())))
         ],
         "compile_times": sorted(compile_times, key=lambda x: -x["seconds"]),
@@ -106,7 +113,23 @@ def _cell(text: str, limit: int = 300) -> str:
     return text.replace("|", "\\|")
 
 
+PROBLEMS = ("failed", FELL_BACK, "error", "xpassed")
+SKIP_TESTS_LISTED = 6
+
+
+def _first_line(text: str, limit: int = 240) -> str:
+    line = next((ln.strip() for ln in str(text).splitlines() if ln.strip()), "")
+    return _cell(line, limit)
+
+
+def _contract(test_id: str) -> str:
+    return Path(test_id.split("::", 1)[0]).stem.removeprefix("test_")
+
+
 def render_markdown(summary: dict, chart_file: str | None = None) -> str:
+    """``summary.md``: what needs attention first (failures and fallbacks by contract, one line
+    each), then the skips by reason, the totals, the support matrix (general rows, then the
+    Neuron-specific ones, with their evidence), the slowest tests and the compile-time chart."""
     t = summary["totals"]
     lines = [
         f"# Conformance: {summary['implementation']} (lane {summary['lane']})",
@@ -116,18 +139,60 @@ def render_markdown(summary: dict, chart_file: str | None = None) -> str:
         "",
         "Versions: " + (", ".join(f"{k} `{v}`" for k, v in summary["versions"].items()) or "(none reported)"),
         "",
-        "**" + ", ".join(f"{t[o]} {o}" for o in OUTCOMES if t[o] or o in ("passed", "failed")) + "**",
+        _support.machine_line(summary.get("machine") or {}),
         "",
-        "| contract | " + " | ".join(OUTCOMES) + " |",
-        "|---|" + "---:|" * len(OUTCOMES),
     ]
+    precision = summary.get("precision")
+    if precision:
+        lines += [f"Precision: {precision}", ""]
+    lines += ["**" + ", ".join(f"{t[o]} {o}" for o in OUTCOMES if t.get(o) or o in ("passed", "failed")) + "**"]
+
+    problems = [x for x in summary["tests"] if x["outcome"] in PROBLEMS]
+    lines += ["", f"## Failures and fallbacks ({len(problems)})", ""]
+    if not problems:
+        lines.append("None: every test that ran passed, was skipped with a reason, or failed as expected.")
+    by_contract: dict[str, list[dict]] = {}
+    for x in problems:
+        by_contract.setdefault(_contract(x["id"]), []).append(x)
+    for contract, tests in sorted(by_contract.items()):
+        lines += [f"### {contract} ({len(tests)})", ""]
+        for x in sorted(tests, key=lambda x: (PROBLEMS.index(x["outcome"]), x["id"])):
+            reason = _first_line(x["message"]) or x["outcome"]
+            if x["outcome"] == FELL_BACK:
+                reason = reason.removeprefix("fell back: ")
+            lines.append(f"- **{x['outcome']}** `{x['id'].split('::', 1)[1]}`: {reason}")
+        lines.append("")
+    if lines[-1] == "":
+        lines.pop()
+
+    skipped = [x for x in summary["tests"] if x["outcome"] == "skipped"]
+    if skipped:
+        reasons: dict[str, list[str]] = {}
+        for x in skipped:
+            reasons.setdefault(_first_line(x["message"], 200) or "(no reason given)", []).append(x["id"])
+        lines += ["", f"## Skips by reason ({len(skipped)})", "", "| tests | reason | which |", "|---:|---|---|"]
+        for reason, ids in sorted(reasons.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+            shown = ", ".join(f"`{i}`" for i in sorted(ids)[:SKIP_TESTS_LISTED])
+            more = f" and {len(ids) - SKIP_TESTS_LISTED} more" if len(ids) > SKIP_TESTS_LISTED else ""
+            lines.append(f"| {len(ids)} | {reason} | {shown}{more} |")
+
+    lines += ["", "## Totals per contract", "", "| contract | " + " | ".join(OUTCOMES) + " |",
+              "|---|" + "---:|" * len(OUTCOMES)]
     for name, c in summary["contracts"].items():
-        lines.append(f"| {name} | " + " | ".join(str(c[o]) for o in OUTCOMES) + " |")
+        lines.append(f"| {name} | " + " | ".join(str(c.get(o, 0)) for o in OUTCOMES) + " |")
     if summary["support"]:
-        lines += ["", "## Support matrix", "", "| table | row | observed | declared | notes |", "|---|---|---|---|---|"]
-        for r in summary["support"]:
-            flag = "" if r["declared"] in (None, r["status"]) else " ⚠"
-            lines.append(f"| {r['table']} | `{r['row']}` | {r['status']}{flag} | {r['declared'] or '—'} | {_cell(r['notes'], 160)} |")
+        general = [r for r in summary["support"] if r["table"] not in _support.NEURON_TABLES]
+        neuron = [r for r in summary["support"] if r["table"] in _support.NEURON_TABLES]
+        for title, rows in (("Support matrix: general rows", general),
+                            ("Support matrix: Neuron-specific rows", neuron)):
+            if not rows:
+                continue
+            lines += ["", f"## {title}", "", "| table | row | observed | declared | evidence | notes |",
+                      "|---|---|---|---|---|---|"]
+            for r in rows:
+                flag = "" if r["declared"] in (None, r["status"]) else " ⚠"
+                lines.append(f"| {r['table']} | `{r['row']}` | {r['status']}{flag} | {r['declared'] or '—'} | "
+                             f"{_support.evidence_cell(r.get('evidence'))} | {_cell(r['notes'], 160)} |")
     slow = sorted(summary["tests"], key=lambda x: -x["duration"])[:SLOWEST]
     if slow:
         lines += ["", f"## Slowest {len(slow)} tests", "", "| test | seconds | outcome |", "|---|---:|---|"]
@@ -143,10 +208,6 @@ def render_markdown(summary: dict, chart_file: str | None = None) -> str:
     if summary["stale_expectations"]:
         lines += ["", "## Stale expectation entries", ""]
         lines += [f"- `{e['id']}`: {e['reason']}" for e in summary["stale_expectations"]]
-    problems = [x for x in summary["tests"] if x["outcome"] not in ("passed",)]
-    if problems:
-        lines += ["", "## Not passed", "", "| test | outcome | message |", "|---|---|---|"]
-        lines += [f"| `{x['id']}` | {x['outcome']} | {_cell(x['message'])} |" for x in problems]
     return "\n".join(lines) + "\n"
 
 
@@ -157,7 +218,7 @@ def junit(summary: dict) -> str:
         "testsuite",
         name=f"conformance-{summary['implementation']}-{summary['lane']}",
         tests=str(len(summary["tests"])),
-        failures=str(t["failed"] + t["xpassed"]),
+        failures=str(t["failed"] + t[FELL_BACK] + t["xpassed"]),
         errors=str(t["error"]),
         skipped=str(t["skipped"] + t["xfailed"]),
         time=f"{sum(x['duration'] for x in summary['tests']):.3f}",
@@ -169,7 +230,7 @@ def junit(summary: dict) -> str:
     for x in summary["tests"]:
         path, _, name = x["id"].partition("::")
         case = ET.SubElement(suite, "testcase", classname=Path(path).stem, name=name, time=f"{x['duration']:.3f}")
-        kind = {"failed": "failure", "xpassed": "failure", "error": "error", "skipped": "skipped", "xfailed": "skipped"}.get(x["outcome"])
+        kind = {"failed": "failure", FELL_BACK: "failure", "xpassed": "failure", "error": "error", "skipped": "skipped", "xfailed": "skipped"}.get(x["outcome"])
         if kind:
             first = x["message"].splitlines()[0] if x["message"] else x["outcome"]
             ET.SubElement(case, kind, message=first[:500]).text = x["message"]

@@ -1,6 +1,6 @@
 """Scratch cache directories for a test run: the suite's modules and the reference's unit tests
 point the cache variables the caller did not set into a directory of their own run, so a run never
-reads or pollutes a cache it was not given (``/tmp/neff_cache`` by default)."""
+reads or pollutes a cache it was not given (by default the user's ``<tmp>/neuron-<uid>/neff_cache``)."""
 
 from __future__ import annotations
 

@@ -7,6 +7,12 @@ into a scratch report directory, and either rewrites the checked-in copies or co
 
     python -m conformance.support_docs            # regenerate docs/support/*.md
     python -m conformance.support_docs --check    # print the diff and exit 1 on any drift
+    python -m conformance.support_docs --check --as-other-machine   # the same, as another machine
+
+The checked-in copies hold nothing that depends on the machine that made them: the matrix's
+``Machine:`` line (host CPU, cores) is left out, and ``--as-other-machine`` proves it by running the
+probes as a different machine would (another reported host identity, one core, another temporary
+directory and cache home) and comparing with copies made on this one.
 
 The rendering is the plugin's own; nothing here formats a matrix. An implementation whose
 optional dependency is not installed is skipped with the reason (never compared, never deleted).
@@ -16,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import os
 import subprocess
 import sys
 import tempfile
@@ -25,6 +32,7 @@ from pathlib import Path
 from typing import Callable
 
 from conformance.adapters.turbine import turbine_available
+from conformance.support import MACHINE_PREFIX
 
 PROBES = "conformance/test_backend_support.py"
 HEADER = "<!-- Generated from reports/{name}/default/support.md by `make support-docs`; regenerate, do not edit. -->\n"
@@ -54,14 +62,41 @@ class ProbeRunError(RuntimeError):
     """The probe run of one implementation did not produce a support matrix."""
 
 
-def generate(target: Target, root: Path, jobs: str) -> str:
+#: What ``--as-other-machine`` reports as the host (the reference keys artifacts on it).
+OTHER_HOST = "x86_64:support-drift check, another CPU model"
+
+
+def checked_in_text(name: str, matrix: str) -> str:
+    """The checked-in form of a run's ``support.md``: the header, and no machine facts."""
+    kept = [line for line in matrix.splitlines(True) if not line.startswith(MACHINE_PREFIX)]
+    return HEADER.format(name=name) + "".join(kept)
+
+
+def _other_machine(scratch: str) -> tuple[dict[str, str], Callable[[], None] | None]:
+    """The environment and the start hook of a probe run that looks like another machine."""
+    home = Path(scratch) / "other-machine"
+    (home / "tmp").mkdir(parents=True)
+    (home / "cache").mkdir()
+    env = {"NEURON_REFERENCE_HOST_IDENTITY": OTHER_HOST, "TMPDIR": str(home / "tmp"), "XDG_CACHE_HOME": str(home / "cache")}
+    try:
+        one_core = {min(os.sched_getaffinity(0))}
+    except (AttributeError, OSError):
+        return env, None
+    return env, lambda: os.sched_setaffinity(0, one_core)
+
+
+def generate(target: Target, root: Path, jobs: str, *, as_other_machine: bool = False) -> str:
     """Run the probes against ``target`` in a child pytest; returns the checked-in text."""
     with tempfile.TemporaryDirectory(prefix=f"support-{target.name}-") as scratch:
         cmd = [
             sys.executable, "-m", "pytest", PROBES, "--conformance-impl", target.spec, "--conformance-report-dir", scratch,
             "-q", "-p", "no:cacheprovider", "-o", "addopts=", "-n", jobs,
         ]  # fmt: skip
-        proc = subprocess.run(cmd, cwd=root, capture_output=True, text=True)
+        env, hook = dict(os.environ), None
+        if as_other_machine:
+            extra, hook = _other_machine(scratch)
+            env.update(extra)
+        proc = subprocess.run(cmd, cwd=root, capture_output=True, text=True, env=env, preexec_fn=hook)
         matrix = Path(scratch) / target.name / "default" / "support.md"
         if proc.returncode not in _RAN or not matrix.is_file():
             tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-20:])
@@ -69,7 +104,7 @@ def generate(target: Target, root: Path, jobs: str) -> str:
                 f"the support probes against {target.name} ({target.spec}) exited {proc.returncode} "
                 f"without writing {matrix.name}; last output:\n{tail}"
             )
-        return HEADER.format(name=target.name) + matrix.read_text(encoding="utf-8")
+        return checked_in_text(target.name, matrix.read_text(encoding="utf-8"))
 
 
 def diff(old: str, new: str, path: str) -> str:
@@ -85,6 +120,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", action="append", metavar="NAME", help="only these implementations (repeatable)")
     parser.add_argument("-n", "--jobs", default="2", help="pytest-xdist workers per probe run (default 2)")
     parser.add_argument("--root", type=Path, default=Path.cwd(), help="project root holding docs/support/")
+    parser.add_argument(
+        "--as-other-machine", action="store_true",
+        help="run the probes as another machine would (another host identity, one core, another TMPDIR and cache home)",
+    )
     args = parser.parse_args(argv)
     known = {t.name for t in TARGETS}
     unknown = sorted(set(args.only or ()) - known)
@@ -101,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
             continue
         path = args.root / "docs" / "support" / f"{target.name}.md"
         start = time.monotonic()
-        fresh = generate(target, args.root, args.jobs)
+        fresh = generate(target, args.root, args.jobs, as_other_machine=args.as_other_machine)
         took = f"{time.monotonic() - start:.0f} s"
         rel = path.relative_to(args.root).as_posix()
         if not args.check:

@@ -26,7 +26,7 @@ import pytest
 import torch
 from torch.compiler._cache import CacheArtifactManager  # private: the probe's fresh artifact record
 
-from conformance.implementation import NotSupported
+from conformance.implementation import NotSupported, declared_variable, forced_graph_break, helper_api
 from conformance.support import PARTIAL, SUPPORTED, UNSUPPORTED, support_marker
 from conformance.tolerances import assert_close
 
@@ -190,7 +190,7 @@ def test_options(impl, support):
 def test_name(impl, support):
     _runs(impl.torch_compile(_fn, name="conformance_probe_region"))
     try:
-        api = impl.helper_api()
+        api = _helper(impl, "get_dynamo_metrics")
     except NotSupported:  # propagation cannot be observed through this adapter
         support.record(PARTIAL, "Accepted without an error; whether it reaches artifacts is not observable through this adapter.")
         return
@@ -206,7 +206,8 @@ def test_disable(impl, support):
     impl.reset_graph_count()
     _runs(impl.torch_compile(_fn, disable=True))
     assert impl.graph_count() == 0, "disable=True still compiled a graph"
-    support.record(SUPPORTED, "True disables compilation: the function runs eagerly and nothing is compiled.")
+    support.record(SUPPORTED, "True disables compilation: the function runs eagerly and nothing is compiled.",
+                   compiles=False)
 
 
 @support_marker("parameters", "recompile_limit")
@@ -271,7 +272,14 @@ def _api_probe(impl, support, api: str, body) -> None:
     except Exception as exc:  # noqa: BLE001 - an API that fails with this backend is unsupported
         support.record(UNSUPPORTED, f"Fails with this backend: {_first_line(exc)}")
         return
-    support.record(SUPPORTED, note)
+    support.record(SUPPORTED, note, compiles=api not in _COMPILES_NOTHING, runs_a_copy=api in _RUNS_A_COPY)
+
+
+# APIs whose probe by design hands the backend no graph (so no compile evidence is asked of it).
+_COMPILES_NOTHING = frozenset({"list_backends"})
+# APIs whose probe runs a saved and reloaded copy of the compiled function, not the callable the
+# backend returned.
+_RUNS_A_COPY = frozenset({"load_compiled_function"})
 
 
 def _compile_api(impl):
@@ -508,7 +516,7 @@ def test_compiler_api(impl, support, api, tmp_path):
 def _break_probe(impl, fn, x, *, op: str) -> tuple[int, str]:
     """Graphs compiled with fullgraph=False (result checked against eager), and the
     ``Unsupported`` message under fullgraph=True ('' when it compiled)."""
-    contract = impl.forced_graph_breaks()
+    contract = {"gb_type": forced_graph_break(impl, "gb_type")}
     impl.reset()
     impl.reset_graph_count()
     assert_close(impl.torch_compile(fn)(x), fn(x))
@@ -540,7 +548,7 @@ def _no_break_probe(impl, fn, x) -> tuple[int, str]:
 
 @support_marker("graph_breaks", "torch.sort, torch.argsort")
 def test_sort_breaks(impl, support):
-    limit = impl.forced_graph_breaks()["sort"]
+    limit = forced_graph_break(impl, "sort")
 
     def f(x):
         y = x * 2
@@ -571,7 +579,7 @@ def test_sort_breaks(impl, support):
 
 @support_marker("graph_breaks", "torch.topk")
 def test_topk_breaks(impl, support):
-    limit = impl.forced_graph_breaks()["topk"]
+    limit = forced_graph_break(impl, "topk")
 
     def f(k):
         def g(x):
@@ -600,7 +608,7 @@ def test_grouped_mm_breaks(impl, support):
     def f(a, b, offs):
         return torch._grouped_mm(a * 1, b, offs=offs)
 
-    impl.forced_graph_breaks()
+    gb_type = forced_graph_break(impl, "gb_type")
     a = torch.randn(8, 16, dtype=torch.bfloat16)
     b = torch.randn(2, 16, 8, dtype=torch.bfloat16)
     offs = torch.tensor([4, 8], dtype=torch.int32)
@@ -609,13 +617,13 @@ def test_grouped_mm_breaks(impl, support):
         impl.torch_compile(f, fullgraph=True)(a, b, offs)
         support.record(UNSUPPORTED, "grouped_mm compiled without a break.")
     except torch._dynamo.exc.Unsupported as exc:
-        ok = exc.gb_type == impl.forced_graph_breaks()["gb_type"] and "grouped_mm" in str(exc)
+        ok = exc.gb_type == gb_type and "grouped_mm" in str(exc)
         support.record(SUPPORTED if ok else PARTIAL, "Always breaks; fullgraph=True raises Unsupported naming grouped_mm.")
 
 
 @support_marker("graph_breaks", "Operations with no lowering")
 def test_no_lowering_breaks(impl, support):
-    ops = impl.forced_graph_breaks()["no_lowering"]
+    ops = forced_graph_break(impl, "no_lowering")
     assert "histc" in ops, "histc has no StableHLO lowering in torch-mlir, yet the computed list lacks it"
 
     def f(x):
@@ -638,10 +646,9 @@ def test_no_lowering_breaks(impl, support):
 # --- environment variables --------------------------------------------------------------------------
 
 
-def _declared(impl, name: str):
-    variables = impl.environment_variables()
-    assert name in variables, f"{name} is not read by this implementation"
-    return variables[name]
+# A variable the implementation does not declare is a skip saying so, and its row reads Unsupported
+# (a failure only where the implementation declares the row available).
+_declared = declared_variable
 
 
 def _rejects_bad_bool(impl, monkeypatch, name: str) -> str:
@@ -678,15 +685,22 @@ def test_var_fallback(impl, support, monkeypatch):
     warned = any("eager" in m for m in messages)
     bad = _rejects_bad_bool(impl, monkeypatch, name)
     ok = raised is not None and warned
-    support.record(SUPPORTED if ok else PARTIAL,
+    support.record(SUPPORTED if ok else PARTIAL, expects_fallback=True, notes=
                    f"Default {default}: a compile failure is re-raised ({_first_line(raised) if raised else 'nothing raised'}); "
                    f"with 0 the graph runs eagerly{' with a warning' if warned else ''}; {bad}.")
+
+
+def _globs(impl) -> dict[str, str]:
+    globs = dict(impl.debug_artifact_globs())
+    if not globs:
+        raise NotSupported(f"{impl.name} names no debug artifacts (debug_artifact_globs() is empty)")
+    return globs
 
 
 @_var_probe("TORCH_NEURONX_DEBUG_DIR")
 def test_var_debug_dir(impl, support, monkeypatch, tmp_path):
     _declared(impl, "TORCH_NEURONX_DEBUG_DIR")
-    globs = impl.debug_artifact_globs()
+    globs = _globs(impl)
     monkeypatch.setenv("TORCH_NEURONX_DEBUG_DIR", str(tmp_path))
     monkeypatch.setenv("TORCH_NEURONX_PRESERVE_COMPILATION_ARTIFACTS", "1")
     _runs(impl.torch_compile(_fn))
@@ -700,7 +714,7 @@ def test_var_debug_dir(impl, support, monkeypatch, tmp_path):
 @_var_probe("TORCH_NEURONX_PRESERVE_COMPILATION_ARTIFACTS")
 def test_var_preserve(impl, support, monkeypatch, tmp_path):
     default = _declared(impl, "TORCH_NEURONX_PRESERVE_COMPILATION_ARTIFACTS")
-    globs = impl.debug_artifact_globs()
+    globs = _globs(impl)
     monkeypatch.setenv("TORCH_NEURONX_DEBUG_DIR", str(tmp_path))
     monkeypatch.setenv("TORCH_NEURONX_PRESERVE_COMPILATION_ARTIFACTS", "1")
     _runs(impl.torch_compile(_fn))
@@ -714,7 +728,7 @@ def test_var_preserve(impl, support, monkeypatch, tmp_path):
 @_var_probe("TORCH_NEURONX_COMPILE_ONLY")
 def test_var_compile_only(impl, support, monkeypatch):
     default = _declared(impl, "TORCH_NEURONX_COMPILE_ONLY")
-    api = impl.helper_api()
+    api = _helper(impl, "compile_only")
     monkeypatch.setenv("TORCH_NEURONX_COMPILE_ONLY", "1")
     impl.reset_graph_count()
     _runs(impl.torch_compile(_fn))
@@ -726,7 +740,7 @@ def test_var_compile_only(impl, support, monkeypatch):
         _runs(impl.torch_compile(_fn))
     by_ctx = impl.graph_count()
     bad = _rejects_bad_bool(impl, monkeypatch, "TORCH_NEURONX_COMPILE_ONLY")
-    support.record(SUPPORTED if by_var == by_ctx == 1 else PARTIAL,
+    support.record(SUPPORTED if by_var == by_ctx == 1 else PARTIAL, expects_fallback=True, notes=
                    f"Default {default}. With 1, and inside compile_only(), the graph is compiled ({by_var} and {by_ctx} graph) "
                    f"and the call still returns the eager result; {bad}.")
 
@@ -734,7 +748,7 @@ def test_var_compile_only(impl, support, monkeypatch):
 @_var_probe("TORCH_NEURONX_DYNAMO_DISABLE_CPU_AUTOCOPY")
 def test_var_autocopy(impl, support, monkeypatch):
     default = _declared(impl, "TORCH_NEURONX_DYNAMO_DISABLE_CPU_AUTOCOPY")
-    api = impl.helper_api()
+    api = _helper(impl, "to_device")
     x = _x()
     _runs(impl.torch_compile(_fn), x=x)
     impl.reset()
@@ -754,7 +768,7 @@ def test_var_autocopy(impl, support, monkeypatch):
 @_var_probe("TORCH_NEURONX_RETAIN_DEVICE_MODE")
 def test_var_retain_device(impl, support, monkeypatch):
     default = _declared(impl, "TORCH_NEURONX_RETAIN_DEVICE_MODE")
-    api = impl.helper_api()
+    api = _helper(impl, "is_device_tensor")
     x = _x()
     on_device = api.is_device_tensor(impl.torch_compile(_fn)(x))
     impl.reset()
@@ -800,7 +814,7 @@ def test_var_cc_flags(impl, support, monkeypatch):
 @_var_probe("TORCH_NEURONX_ENABLE_NKI_SDPA")
 def test_var_nki_sdpa(impl, support, monkeypatch):
     default = _declared(impl, "TORCH_NEURONX_ENABLE_NKI_SDPA")
-    api = impl.helper_api()
+    api = _helper(impl, "reset_dynamo_metrics", "get_dynamo_metrics")
 
     def attn(q, k, v):
         return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
@@ -862,15 +876,12 @@ def test_var_metrics_dir(impl, support, monkeypatch, tmp_path):
 # --- helper API -------------------------------------------------------------------------------------
 
 
-def _helper(impl, name):
-    api = impl.helper_api()
-    assert hasattr(api, name), f"helper API lacks {name}"
-    return api
+_helper = helper_api
 
 
 @support_marker("helper_api", "set_model_name()")
 def test_set_model_name(impl, support, monkeypatch, tmp_path):
-    api = _helper(impl, "set_model_name")
+    api = _helper(impl, "set_model_name", "get_model_name", "reset_dynamo_metrics", "get_dynamo_metrics")
     monkeypatch.setenv("TORCH_NEURONX_DEBUG_DIR", str(tmp_path / "debug"))
     monkeypatch.setenv("TORCH_NEURONX_PRESERVE_COMPILATION_ARTIFACTS", "1")
     before = api.get_model_name()
@@ -905,7 +916,7 @@ def test_get_rank(impl, support):
 
 @support_marker("helper_api", "get_dynamo_metrics()")
 def test_get_dynamo_metrics(impl, support):
-    api = _helper(impl, "get_dynamo_metrics")
+    api = _helper(impl, "get_dynamo_metrics", "reset_dynamo_metrics")
     api.reset_dynamo_metrics()
     _runs(impl.torch_compile(_fn))
     records = api.get_dynamo_metrics()
@@ -922,7 +933,7 @@ def test_get_dynamo_metrics(impl, support):
 
 @support_marker("helper_api", "reset_dynamo_metrics()")
 def test_reset_dynamo_metrics(impl, support):
-    api = _helper(impl, "reset_dynamo_metrics")
+    api = _helper(impl, "reset_dynamo_metrics", "get_dynamo_metrics")
     _runs(impl.torch_compile(_fn))
     api.reset_dynamo_metrics()
     support.record(SUPPORTED if api.get_dynamo_metrics() == [] else PARTIAL, "Clears the records.")

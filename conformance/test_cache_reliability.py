@@ -28,7 +28,10 @@ import torch
 
 import neuron_fixtures
 from conformance.child import raise_if_not_supported
+from conformance.implementation import NotSupported
+from conformance.evidence import Evidence
 from conformance.forkserver import ForkServer, start_module
+from conformance.outcomes import FellBack
 from conformance.plugin import SUITE
 from conformance.tolerances import assert_close
 
@@ -119,9 +122,15 @@ def expected() -> list:
 
 
 def _check_outputs(result: dict, expected: list, what: str) -> None:
+    """The child succeeded, matched eager, and its outputs came from the implementation's compiled
+    path (its evidence; otherwise the test's outcome is 'fell back')."""
     assert result["rc"] == 0, f"{what}: failed: {result.get('error', {}).get('message', '')[:2000]}"
     actual = [torch.tensor(o, dtype=torch.float64).to(e.dtype) for o, e in zip(result["outputs"], expected)]
     assert_close(actual, expected, what=what)
+    if result.get("evidence") is not None:
+        reason = Evidence.from_dict(result["evidence"]).shortfall(require_compile=True)
+        if reason is not None:
+            raise FellBack(f"{what}: {reason}")
 
 
 def _wait_for(predicate, timeout: float, what: str, child: Child | None = None):
@@ -248,8 +257,23 @@ def warm_cache(impl, pytestconfig, tmp_path_factory, expected):
     root = tmp_path_factory.mktemp("warm") / "cache"
     result = Child(_spec(pytestconfig), impl.cache_env(str(root)), root.parent / "warm.json").result()
     _check_outputs(result, expected, "warm-up")
-    (key,) = impl.cache_keys(str(root))
-    return root, key
+    keys = impl.cache_keys(str(root))
+    assert len(keys) == 1, f"one compiled graph published {len(keys)} entries: {keys}"
+    return root, keys[0]
+
+
+ARTIFACT, METADATA = 0, 1  # roles of cache_entry_files(), by position (docs/adapter.md)
+
+
+def entry_file(impl, root, key: str, role: int) -> str:
+    """The file of ``key``'s entry with ``role``, as the adapter describes the entry
+    (``cache_entry_files``: the compiled artifact first, then its metadata, then any others). An
+    entry described by fewer files (``[]``: not described) is an honest answer: the test skips."""
+    files = list(impl.cache_entry_files(str(root), key))
+    if len(files) <= role:
+        raise NotSupported(f"{impl.name} describes its cache entries by {len(files)} file(s), so the entry's "
+                           f"{('artifact', 'metadata')[role]} file cannot be named (cache_entry_files)")
+    return files[role]
 
 
 @pytest.mark.parametrize("damage", DAMAGE)
@@ -257,7 +281,8 @@ def test_a_damaged_entry_is_never_executed_and_is_recompiled(impl, pytestconfig,
     src, key = warm_cache
     root = tmp_path / "moved-cache"  # a cache directory moved elsewhere keeps its keys
     shutil.copytree(src, root)
-    artifact, metadata = impl.cache_entry_files(str(root), key)[:2]
+    artifact = entry_file(impl, root, key, ARTIFACT)
+    metadata = entry_file(impl, root, key, METADATA) if damage.endswith("metadata") else None
     if damage == "truncate_artifact":
         os.truncate(artifact, os.path.getsize(artifact) // 2)
     elif damage == "flip_artifact_byte":
@@ -336,16 +361,19 @@ def test_an_unwritable_cache_dir_compiles_without_caching_or_fails_clearly(impl,
         assert str(neff) in result["error"]["message"], f"the error does not name the directory: {result['error']}"
 
 
-def test_a_read_only_warm_cache_still_serves_hits(impl, pytestconfig, tmp_path, warm_cache, expected):
-    src, key = warm_cache
-    root = tmp_path / "cache"
-    shutil.copytree(src, root)
-    neff = root / "neff"
-    if not neff.is_dir():
-        pytest.skip("the implementation keeps its artifacts elsewhere under the root")
-    with _unwritable(neff, "read_only"):
+def test_a_read_only_warm_cache_still_serves_hits(impl, pytestconfig, tmp_path, expected):
+    """A process fills an artifact cache placed in its own directory (``cache_env(neff_dir=)``, the
+    adapter's documented switch, whatever the layout inside); made read-only, the directory still
+    serves the next process, which must hit."""
+    root, artifacts = tmp_path / "cache", tmp_path / "artifacts"
+    warm = Child(_spec(pytestconfig), impl.cache_env(str(root), neff_dir=str(artifacts)), tmp_path / "warm.json").result()
+    _check_outputs(warm, expected, "the warm-up into its own artifact directory")
+    assert artifacts.is_dir() and any(artifacts.iterdir()), (
+        f"cache_env(neff_dir={str(artifacts)!r}) kept nothing in that directory")
+    with _unwritable(artifacts, "read_only"):
         result = Child(
-            _spec(pytestconfig), impl.cache_env(str(root), neff_dir=str(neff), assert_hit=True), tmp_path / "rw.json"
+            _spec(pytestconfig), impl.cache_env(str(root), neff_dir=str(artifacts), assert_hit=True),
+            tmp_path / "rw.json",
         ).result()
     _check_outputs(result, expected, "a hit from a read-only cache")
     assert result["compiler_invocations"] == 0
@@ -440,7 +468,7 @@ def test_a_write_cut_short_leaves_nothing_under_the_key(impl, pytestconfig, tmp_
     if not hasattr(resource, "prlimit") or not os.path.isdir("/proc"):
         pytest.skip("limiting a running process's file sizes needs prlimit and /proc (Linux)")
     src, key = warm_cache
-    limit = os.path.getsize(impl.cache_entry_files(str(src), key)[0]) // 2
+    limit = os.path.getsize(entry_file(impl, src, key, ARTIFACT)) // 2
     spec = _spec(pytestconfig)
     for attempt in range(4):
         root = tmp_path / f"cut{attempt}"
@@ -467,3 +495,134 @@ def test_a_write_cut_short_leaves_nothing_under_the_key(impl, pytestconfig, tmp_
     _check_outputs(follow, expected, "the run after the cut-short write")
     assert follow["compiler_invocations"] == 1
     assert impl.cache_keys(str(root)) == [key]
+
+
+# --- planted entries: checksums catch damage, only a secret catches intent -----------------------------
+
+SECRET = "conformance-secret"
+
+
+@pytest.fixture(scope="module")
+def other_artifact(impl, pytestconfig, tmp_path_factory, expected) -> bytes:
+    """A real, loadable artifact of the same graph built with other arguments: what someone who can
+    write the cache folder could put in place of an entry's artifact."""
+    root = tmp_path_factory.mktemp("other") / "cache"
+    result = Child(_spec(pytestconfig), impl.cache_env(str(root)), root.parent / "o3.json",
+                   options={"compiler_args": ["-O3"]}).result()
+    _check_outputs(result, expected, "the -O3 build")
+    (key,) = impl.cache_keys(str(root))
+    with open(impl.cache_entry_files(str(root), key)[0], "rb") as fh:
+        return fh.read()
+
+
+def _warm(impl, pytestconfig, root, expected, **env) -> str:
+    result = Child(_spec(pytestconfig), impl.cache_env(str(root), **env), root.parent / "warm.json").result()
+    _check_outputs(result, expected, "warm-up")
+    (key,) = impl.cache_keys(str(root))
+    return key
+
+
+def test_without_a_secret_a_planted_entry_is_served(impl, pytestconfig, tmp_path, expected, other_artifact):
+    """The documented limit: an artifact swapped together with its recorded checksums passes every
+    check there is without a secret. A shared cache folder is shared code execution."""
+    root = tmp_path / "cache"
+    key = _warm(impl, pytestconfig, root, expected)
+    impl.plant_cache_entry(str(root), key, other_artifact)
+    result = Child(_spec(pytestconfig), impl.cache_env(str(root), assert_hit=True), tmp_path / "after.json").result()
+    _check_outputs(result, expected, "the run on the planted entry")
+    assert result["compiler_invocations"] == 0, "the planted entry was not served (checksums catch nothing more)"
+    with open(impl.cache_entry_files(str(root), key)[0], "rb") as fh:
+        assert fh.read() == other_artifact
+
+
+def test_with_a_secret_a_planted_entry_is_never_executed(impl, pytestconfig, tmp_path, expected, other_artifact):
+    root = tmp_path / "cache"
+    impl.cache_env(str(root), secret=SECRET)  # NotSupported (a skip) without entry authentication
+    key = _warm(impl, pytestconfig, root, expected, secret=SECRET)
+    own = open(impl.cache_entry_files(str(root), key)[0], "rb").read()
+    impl.plant_cache_entry(str(root), key, other_artifact)
+    result = Child(_spec(pytestconfig), impl.cache_env(str(root), secret=SECRET), tmp_path / "after.json").result()
+    _check_outputs(result, expected, "the run on the planted entry, with the secret")
+    assert result["compiler_invocations"] == 1, "the planted entry was served despite the secret"
+    assert any(key in w for w in result["warnings"]), f"no warning names the refused entry: {result['warnings']}"
+    with open(impl.cache_entry_files(str(root), key)[0], "rb") as fh:
+        assert fh.read() == own, "the rebuilt entry is not the process's own build"
+    again = Child(_spec(pytestconfig), impl.cache_env(str(root), secret=SECRET, assert_hit=True),
+                  tmp_path / "again.json").result()
+    _check_outputs(again, expected, "the run after the rebuild")
+
+
+def test_an_artifact_with_matching_checksums_the_runtime_cannot_load_is_rebuilt(impl, pytestconfig, tmp_path, warm_cache,
+                                                                                expected):
+    """An entry whose checksums match an artifact the runtime cannot load (built beside another
+    runtime, or planted) is evicted and rebuilt once, with a warning naming the key."""
+    src, key = warm_cache
+    root = tmp_path / "cache"
+    shutil.copytree(src, root)
+    impl.plant_cache_entry(str(root), key, b"\x08\x00\x00\x00not an artifact")
+    result = Child(_spec(pytestconfig), impl.cache_env(str(root)), tmp_path / "after.json").result()
+    _check_outputs(result, expected, "the run on an unloadable entry")
+    assert result["compiler_invocations"] == 1, "the unloadable entry was not rebuilt"
+    assert any(key in w for w in result["warnings"]), f"no warning names the evicted key: {result['warnings']}"
+    again = Child(_spec(pytestconfig), impl.cache_env(str(root), assert_hit=True), tmp_path / "again.json").result()
+    _check_outputs(again, expected, "the run after the rebuild")
+
+
+# --- the compiler dies with the process that started it -----------------------------------------------
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` exists and is not a zombie (an exited process its new parent has not reaped)."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _foreign_members(child: Child) -> list[int]:
+    """Processes of ``child``'s group that run another program than the child (its compiler, not
+    the Python workers a framework may keep)."""
+    found = []
+    with contextlib.suppress(OSError):
+        own = os.readlink(f"/proc/{child.pid}/exe")
+        for pid in _other_members(child.pid):
+            with contextlib.suppress(OSError):
+                if os.readlink(f"/proc/{pid}/exe") != own and _running(pid):
+                    found.append(pid)
+    return found
+
+
+def test_a_compiling_process_killed_with_sigkill_leaves_no_compiler_behind(impl, pytestconfig, tmp_path):
+    """The compiler is stopped (SIGSTOP) so that it cannot finish on its own, then only the process
+    that started it is SIGKILLed. A compiler tied to its parent dies with it; an orphan would stay."""
+    if not os.path.isdir("/proc"):
+        pytest.skip("finding the compiler process needs /proc")
+    spec = _spec(pytestconfig)
+    for attempt in range(4):
+        root = tmp_path / f"orphan{attempt}"
+        child = Child(spec, impl.cache_env(str(root)), tmp_path / f"orphan{attempt}.json")
+        compilers = _wait_for(lambda: _foreign_members(child) or child.proc.poll() is not None, CHILD_TIMEOUT,
+                              "the process starts its compiler")
+        if compilers is not True:
+            for pid in compilers:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGSTOP)
+            if all(_running(pid) for pid in compilers):
+                break
+        child.result()
+    else:
+        pytest.skip("the compile never ran as a separate process that could be caught")
+    try:
+        os.kill(child.pid, signal.SIGKILL)  # the compiling process only, not its process group
+        child.proc.wait()
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and any(_running(pid) for pid in compilers):
+            time.sleep(0.01)
+        survivors = [pid for pid in compilers if _running(pid)]
+        names = [open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")[0].decode(errors="replace") for pid in survivors]
+        assert survivors == [], f"the compiler of a SIGKILLed process kept running: pids {survivors} {names}"
+    finally:
+        for pid in compilers:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)

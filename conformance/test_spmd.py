@@ -26,7 +26,9 @@ from conformance.tolerances import assert_close
 # One launch per world size per module: under xdist keep the module on one worker (--dist loadgroup).
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("spmd_ranks")]
 
-SCENARIOS_2 = ["decoder_spmd", "decoder_mpmd_default", "decoder_mpmd_strict", "collectives", "layers", "deferred_decoder"]
+SCENARIOS_2 = [
+    "decoder_spmd", "decoder_mpmd_default", "decoder_mpmd_strict", "collectives", "layers", "deferred_decoder", "deferred_guard",
+]
 SCENARIOS_4 = ["decoder_spmd", "collectives", "deferred_decoder"]
 SCENARIOS_8 = ["collectives"]
 LAUNCH_TIMEOUT = 900.0
@@ -257,3 +259,22 @@ def test_deferred_flow_refuses_the_mpmd_twin_under_strict(world2):
     single-artifact check names them and raises under NEURON_LIBTORCH_SPMD_STRICT=1."""
     twin = scenario(world2, "deferred_decoder")[0]["twin"]
     assert twin["raised"] is not None, "the per-rank entries of the MPMD twin were built without complaint"
+
+
+@pytest.mark.parametrize("fallback", ["on", "off"])
+@pytest.mark.parametrize("strict", ["strict", "warn"])
+def test_deferred_build_holds_strict_whatever_the_fallback(world2, strict, fallback):
+    """``parallel_compile`` over per-rank entries: under the strict flag the caller gets the
+    violation itself (not a failure record, not another error type) naming the hash directories,
+    with the eager fallback on or off; without the flag it warns and builds every entry."""
+    per_rank = scenario(world2, "deferred_guard")
+    outcome = per_rank[0][f"{strict}-fallback_{fallback}"]
+    if strict == "strict":
+        assert outcome["raised"] is not None, f"the per-rank entries were built without complaint: {outcome['graphs']}"
+        assert outcome["is_violation"], f"raised {outcome['raised']}, not a guard-rail violation: {outcome['message']}"
+        assert len(re.findall(r"\b[0-9a-f]{32}\b", outcome["message"])) >= 2, outcome["message"]
+    else:
+        assert outcome["raised"] is None, outcome["message"]
+        graphs = outcome["graphs"]
+        assert len(graphs) == 2 and all(g["ok"] for g in graphs), graphs
+        assert any("splinter" in w for w in outcome["warnings"]), outcome["warnings"]

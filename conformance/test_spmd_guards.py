@@ -158,3 +158,65 @@ def test_a_baked_rank_constant_is_caught_for_every_builder(impl, monkeypatch, bu
         assert torch.equal(out, fn(x, rank)), f"{builder}: the tolerated graph computes something else"
         text = "\n".join(str(w.message) for w in caught)
         assert re.search(line, text) and "rank" in text, f"the warning for {builder} does not name the line: {text}"
+
+
+# --- strict holds at every seam, whatever the fallback setting --------------------------------------
+#
+# Under the strict flag a guard-rail violation reaches the caller as itself: not an eager fallback
+# (TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION=0 runs failed graphs eagerly), not a warning, and not
+# wrapped in another error type, so ``except <violation type>`` around the call catches it. Without
+# the flag the same graph is tolerated (a warning naming the line) by every seam.
+
+FALLBACK = "TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION"
+SEAMS = ["neuron", "native", "capture", "parallel_trace"]
+
+
+def _through_seam(impl, seam: str, tmp_path):
+    """``run(fn, x, rank)`` compiling ``fn`` with one seam; returns its output (``None`` where the
+    seam runs in a child and returns none)."""
+    if seam == "neuron":
+        return lambda fn, x, rank: impl.compile(fn)(x, rank)
+    if seam == "native":
+        name = impl.backend_names().get("native")
+        if name is None:
+            pytest.skip("the implementation declares no native backend (backend_names()['native'])")
+        return lambda fn, x, rank: torch.compile(fn, backend=name, dynamic=False)(x, rank)
+    if seam == "capture":
+        return lambda fn, x, rank: impl.capture(fn, cache_dir=str(tmp_path / "staged"))(x, rank)
+
+    def trace(fn, x, rank):
+        results = impl.parallel_trace([(fn, {"x": x, "rank": rank}, None)], cache_dir=str(tmp_path / "staged"), workers=1)
+        assert results[0]["ok"], results[0]["error"]
+        return None
+
+    return trace
+
+
+@pytest.mark.parametrize("seam", SEAMS)
+@pytest.mark.parametrize("fallback", ["on", "off"], ids=["fallback_on", "fallback_off"])
+@pytest.mark.parametrize("strict", ["0", "1"], ids=["warn", "strict"])
+def test_strict_holds_at_every_seam_whatever_the_fallback(impl, monkeypatch, tmp_path, seam, fallback, strict):
+    monkeypatch.setenv(STRICT, strict)
+    monkeypatch.setenv(FALLBACK, "0" if fallback == "on" else "1")
+    run = _through_seam(impl, seam, tmp_path)
+    x, rank = torch.ones(2, 2, dtype=torch.int32), impl.spmd_rank_tensor(1)
+    line = re.escape(__file__.rsplit("/", 1)[-1]) + r":\d+"
+    if strict == "1":
+        with warnings.catch_warnings(record=True) as caught, torch.no_grad():
+            warnings.simplefilter("always")
+            with pytest.raises(impl.spmd_violation_errors()) as info:  # the violation itself, unwrapped
+                run(_baked_with_tensor, x, rank)
+        text = str(info.value)
+        assert "tensor" in text and re.search(line, text), f"{seam}: the violation names no node and line: {text}"
+        assert not [w for w in caught if "eager" in str(w.message).lower()], (
+            f"{seam}: the graph was also run eagerly: {[str(w.message) for w in caught]}"
+        )
+    elif seam == "parallel_trace":  # tolerated: the job stages its graph (its warnings stay in the child)
+        with torch.no_grad():
+            run(_baked_with_tensor, x, rank)
+    else:
+        with pytest.warns(UserWarning) as caught, torch.no_grad():
+            out = run(_baked_with_tensor, x, rank)
+        assert torch.equal(out, _baked_with_tensor(x, rank)), f"{seam}: the tolerated graph computes something else"
+        text = "\n".join(str(w.message) for w in caught)
+        assert re.search(line, text) and "rank" in text, f"{seam}: the warning does not name the line: {text}"

@@ -24,28 +24,30 @@ import datetime
 import logging
 import re
 import time
-import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
 import torch
 
-from reference.cache.errors import CacheFallbackWarning, CacheWriteError
+from reference.cache.errors import CacheFallbackWarning, CacheWriteError, UnloadableArtifactError
 from reference.cache.hlo_cache import PASS_IDENTITY_META, create_hlo_cache_key, hlo_cache
 from reference.cache.key import create_cache_hash, tool_versions
 from reference.cache.neff_cache import NeffCache
 from reference.cache.staging import StagedGraph, write_staged
 from reference.compiler.driver import CompilerDriver
 from reference.core import env
-from reference.core.errors import CacheMissError, NEFFCompilationError
+from reference.core.diagnostics import Heartbeat, warn_user
+from reference.core.errors import CacheMissError, NEFFCompilationError, NEFFExecutionError, PrecisionError, PrecisionWarning
+from reference.core.folders import trusted_folder
 from reference.core.metrics import METRICS, NeuronCompilationMetrics
 from reference.core.schema import ArtifactMetadata
 from reference.core.specs import LoweredGraph
 from reference.fx_passes import get_default_pass_manager
 from reference.lowering.cost import estimate_flops
-from reference.lowering.stablehlo import input_specs, lower_to_stablehlo, lowering_fingerprint
+from reference.lowering.stablehlo import input_specs, lower_to_stablehlo, lowering_fingerprint, none_outputs, with_none_outputs
 from reference.runtime import LoadedArtifact
 from reference.spmd.collectives import has_collectives
+from reference.spmd.coordination import store_coordinator
 from reference.spmd.program import LoadedProgram, ProgramCompiler, SPMDProgram, lower_program
 
 log = logging.getLogger(__name__)
@@ -64,7 +66,8 @@ def neff_cache() -> NeffCache | None:
     if env.get(env.NEFF_DISABLE_CACHE):
         return None
     return NeffCache(
-        env.get(env.NEFF_CACHE_DIR), env.get(env.NEFF_LOCAL_CACHE_DIR), lock_timeout=env.get(env.NEFF_CACHE_LOCK_TIMEOUT)
+        trusted_folder(env.NEFF_CACHE_DIR), trusted_folder(env.NEFF_LOCAL_CACHE_DIR),
+        lock_timeout=env.get(env.NEFF_CACHE_LOCK_TIMEOUT),
     )
 
 
@@ -182,10 +185,9 @@ def build_metadata(lowered: LoweredGraph, key: str, breakdown: dict, compiler_ar
     )
 
 
-def _fallback(what: str, exc: BaseException) -> None:
-    msg = f"{what}: {exc}; compiling without it (the result is not cached)"
-    warnings.warn(msg, CacheFallbackWarning, stacklevel=3)
-    log.warning(msg)
+def _fallback(what: str, exc: BaseException, consequence: str) -> None:
+    # a warning only (not also a log line: it would print twice), attributed to the user's line
+    warn_user(f"{what}: {exc}; {consequence}", CacheFallbackWarning)
 
 
 _STDIN_ERROR = re.compile(r"<stdin>:(\d+):\d+: error: (.*)")
@@ -232,7 +234,9 @@ def build_artifact(
     directory that cannot be written does not fail the compile: it warns
     (:class:`~reference.cache.errors.CacheFallbackWarning`) and the artifact is used uncached.
     ``replica_groups`` and ``hlo_normalizer`` pass through to :func:`create_cache_hash`;
-    ``key_policy`` says how the key is made and checked (:class:`KeyPolicy`).
+    ``key_policy`` says how the key is made and checked (:class:`KeyPolicy`). With
+    ``NEURON_LIBTORCH_STORE_COMPILE`` the compile step is coordinated over the process group's
+    c10d store (:mod:`reference.spmd.coordination`): one rank compiles, the others fetch.
     """
     key, breakdown = cache_key(
         lowered, compiler_args, replica_groups=replica_groups, key_policy=key_policy, hlo_normalizer=hlo_normalizer
@@ -253,7 +257,8 @@ def build_artifact(
             raise CacheMissError(graph_name, key)
         METRICS.bump("compiler_invocations")
         try:
-            result = driver.compile(lowered.hlo, compiler_args, graph_name=graph_name)
+            with Heartbeat(lambda s: f"still compiling graph {graph_name} ({s:.0f} s)"):
+                result = driver.compile(lowered.hlo, compiler_args, graph_name=graph_name)
         except NEFFCompilationError as raw:
             exc = name_rejected_op(raw, lowered, graph_name)
             if cache is not None:
@@ -272,28 +277,55 @@ def build_artifact(
             try:
                 meta = cache.put(key, result.artifact, meta).metadata
             except CacheWriteError as exc:
-                _fallback("the NEFF cache could not be written", exc)
+                _fallback("the NEFF cache could not be written", exc, "the compiled artifact is used without being cached")
         return BuiltArtifact(key, graph_name, result.artifact, meta, cache_hit=False)
 
+    def _compile_once_per_world() -> BuiltArtifact:
+        # With NEURON_LIBTORCH_STORE_COMPILE, the first rank of the process group to miss compiles
+        # and the others fetch its artifact through the c10d store (reference.spmd.coordination).
+        coordinator = store_coordinator()
+        if coordinator is None:
+            return _compile()
+        compiled: list[BuiltArtifact] = []
+
+        def compile_here() -> tuple[bytes, str]:
+            compiled.append(_compile())
+            return compiled[0].artifact, compiled[0].metadata.to_json()
+
+        artifact, metadata, here = coordinator.build(key, graph_name, compile_here)
+        if here:
+            return compiled[0]
+        meta = ArtifactMetadata.from_json(metadata, source=f"the c10d store entry of {key}")
+        METRICS.bump("store_fetches")
+        if cache is not None:
+            try:
+                meta = cache.put(key, artifact, meta).metadata
+            except CacheWriteError as exc:
+                _fallback("the NEFF cache could not be written", exc)
+        return BuiltArtifact(key, graph_name, artifact, meta, cache_hit=True)
+
     if cache is None:
-        return _compile()
+        return _compile_once_per_world()
     entry = cache.get(key, evict=False)  # without the lock: never evict under someone's feet
     if entry is not None:
         return _hit(entry)
     try:
         held = cache.acquire(key, graph_name=graph_name)
     except CacheWriteError as exc:
-        _fallback("the compile lock could not be taken", exc)
+        _fallback(
+            "the compile lock could not be taken", exc,
+            "compiling without it (another process may compile the same graph at the same time)",
+        )
         cache.failures.check(key, graph_name=graph_name)
         METRICS.bump("neff_cache_misses")
-        return _compile()
+        return _compile_once_per_world()
     with held:
         entry = cache.get(key)  # another process may have published while we waited
         if entry is not None:
             return _hit(entry)
         cache.failures.check(key, graph_name=graph_name)
         METRICS.bump("neff_cache_misses")
-        return _compile()
+        return _compile_once_per_world()
 
 
 def record_graph_metrics(
@@ -348,7 +380,7 @@ class CompiledGraph:
 
     def __init__(
         self, built: BuiltArtifact, loaded: Callable | None, eager: Callable | None, *, hlo: str = "",
-        lowering: Lowering | None = None,
+        lowering: Lowering | None = None, nones: Sequence[int] = (),
     ) -> None:
         self.built = built
         self.loaded = loaded
@@ -357,10 +389,16 @@ class CompiledGraph:
         self.graph_name = built.graph_name
         self.hlo = hlo
         self.lowering = lowering
+        #: positions of the graph's ``None`` outputs, which the artifact does not return
+        self.nones = tuple(nones)
 
     def __call__(self, *args: torch.Tensor):
         if self.loaded is None:
+            METRICS.note_fallback(self.graph_name, "compile-only mode: the outputs come from the eager graph")
             return self._eager(*args)
+        METRICS.bump("compiled_runs")  # execution evidence: the compiled path ran
+        if self.nones:
+            return with_none_outputs(self.loaded(*args), self.nones)
         return self.loaded(*args)
 
 
@@ -386,7 +424,7 @@ def compile_aten_graph(
     lowering = lower(aten_gm, graph_name=graph_name)
     return serve(
         lowering, compiler_args, graph_name=graph_name, model_name=model_name, fx_passes_us=fx_passes_us,
-        key_policy=key_policy, eager=aten_gm,
+        key_policy=key_policy, eager=aten_gm, nones=none_outputs(aten_gm),
     )
 
 
@@ -400,16 +438,89 @@ def serve(
     key_policy: KeyPolicy = DEFAULT_KEY,
     eager: Callable | None = None,
     resident: Sequence[int] | None = None,
+    nones: Sequence[int] = (),
 ) -> CompiledGraph:
     """Build (or fetch) and load a lowered graph, recording its metrics once: the tail of
-    :func:`compile_aten_graph`, also taken by a graph served from its plan (no ATen graph)."""
+    :func:`compile_aten_graph`, also taken by a graph served from its plan (no ATen graph).
+    ``nones``: the positions of the graph's ``None`` outputs, which the artifact does not return
+    (:func:`~reference.lowering.stablehlo.none_outputs`). The float64 policy
+    (:func:`float64_policy`) is applied before the build."""
+    float64_policy(lowering.graph, graph_name)
+    start = time.perf_counter()
     built = build(lowering, compiler_args, graph_name=graph_name, key_policy=key_policy)
+    log.info(
+        "graph %s key %s: %s in %.2f s (lowering %.2f s)", graph_name, built.key[:12],
+        "cache hit" if built.cache_hit else "compiled (cache miss)", time.perf_counter() - start, lowering.lower_us / 1e6,
+    )
     record_graph_metrics(
         built, model_name=model_name, collectives=lowering.program is not None, node_count=lowering.graph.node_count,
         fx_passes_us=fx_passes_us, lower_us=lowering.lower_us,
     )
-    loaded = None if env.get(env.COMPILE_ONLY) else load(built, lowering, resident=resident)
-    return CompiledGraph(built, loaded, eager, hlo=lowering.graph.hlo, lowering=lowering)
+    loaded = None
+    if not env.get(env.COMPILE_ONLY):
+        built, loaded = _load_or_rebuild(built, lowering, compiler_args, graph_name=graph_name, key_policy=key_policy,
+                                         resident=resident)
+    return CompiledGraph(built, loaded, eager, hlo=lowering.graph.hlo, lowering=lowering, nones=nones)
+
+
+def float64_policy(lowered: LoweredGraph, graph_name: str) -> None:
+    """The reference's float64 precision policy, applied to each graph it serves.
+
+    The compiler computes float64 in float32 (IREE demotes f64 for the CPU, as Neuron's device
+    has no float64 units): inputs are narrowed, outputs widened back, so a float64 output has
+    float32's precision and range. For a graph with float64 inputs or outputs, by default
+    (``NEURON_REFERENCE_FLOAT64=narrow``) that is done with one warning per graph naming them (by
+    position); with ``=error`` the graph is refused with
+    :class:`~reference.core.errors.PrecisionError` before it is built. float64 only inside a
+    graph with other inputs and outputs (a Python scalar the lowering keeps as an f64 constant, a
+    backward graph's) is narrowed without a word: no dtype the user sees claims more than it holds.
+    """
+    inputs = [str(i) for i, s in enumerate(lowered.input_specs) if s.dtype == "float64"]
+    outputs = [str(i) for i, s in enumerate(lowered.output_specs) if s.dtype == "float64"]
+    if not inputs and not outputs:
+        return
+    what = "its float64 " + " and ".join(
+        f"{kind} {', '.join(positions)}" for kind, positions in (("inputs", inputs), ("outputs", outputs)) if positions
+    )
+    if env.get(env.FLOAT64) == "error":
+        raise PrecisionError(
+            f"{what} would be computed in float32 (the device has no float64 units), and "
+            "NEURON_REFERENCE_FLOAT64=error refuses that; cast the inputs to float32, or unset "
+            "NEURON_REFERENCE_FLOAT64 to compute in float32 with a warning",
+            graph_name=graph_name,
+        )
+    warn_user(
+        f"neuron backend: graph {graph_name!r}: {what} are computed in float32 (the device has no float64 "
+        "units), so float64 results carry float32's precision and range (about 7 significant digits; "
+        "beyond 3.4e38 they become inf). Set NEURON_REFERENCE_FLOAT64=error to refuse float64 graphs instead",
+        PrecisionWarning,
+    )
+
+
+def _load_or_rebuild(
+    built: BuiltArtifact, lowering: Lowering, compiler_args: Sequence[str], *, graph_name: str, key_policy: KeyPolicy,
+    resident: Sequence[int] | None,
+) -> tuple[BuiltArtifact, Callable]:
+    """Load a built artifact. One served from the cache that the runtime cannot load although its
+    checksums match (built for another runtime, or planted) is evicted and rebuilt once; when the
+    rebuilt one cannot be loaded either, :class:`UnloadableArtifactError` names the entry."""
+    try:
+        return built, load(built, lowering, resident=resident)
+    except NEFFExecutionError as exc:
+        cache = neff_cache() if built.cache_hit else None
+        if cache is None:
+            raise
+        first = exc
+    entry = cache.entry_dir(built.key)
+    with cache.lock(built.key, graph_name=graph_name):
+        current = cache.get(built.key, evict=False)
+        if current is None or current.artifact == built.artifact:  # not re-published meanwhile
+            cache.evict(built.key, f"the runtime could not load its artifact ({first})")
+    rebuilt = build(lowering, compiler_args, graph_name=graph_name, key_policy=key_policy)
+    try:
+        return rebuilt, load(rebuilt, lowering, resident=resident)
+    except NEFFExecutionError as exc:
+        raise UnloadableArtifactError(graph_name, entry, exc) from exc
 
 
 # --- stage: the deferred flow -----------------------------------------------------------------------

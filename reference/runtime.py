@@ -6,8 +6,9 @@ memory. Crossing the boundary is zero-copy wherever that is safe:
 - inputs: a contiguous CPU tensor whose memory is 64-byte aligned (what torch's allocator gives)
   is imported through DLPack: IREE reads the tensor's own memory and keeps the tensor alive while
   it uses it. Anything else (a strided or offset view; float64, which the compiler narrows to
-  float32 like Neuron's f64-less device; a tensor on another device) is first copied into a fresh
-  tensor of the form the artifact takes;
+  float32 like Neuron's f64-less device, with the warning of
+  :func:`reference.pipeline.float64_policy`; a tensor on another device) is first copied into a
+  fresh tensor of the form the artifact takes;
 - inputs the artifact writes: IREE may reuse an input's buffer for a result (a scatter or dynamic
   update returned from the graph is done in place). Such inputs must never be the caller's memory,
   so the first call of a loaded artifact passes private copies of every input and records which

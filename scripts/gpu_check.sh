@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
-# The ATOM graph-capture contract on a CUDA machine, with torch.cuda.CUDAGraph as the recorder.
+# The ATOM graph-capture contract on a CUDA machine, with torch.cuda.CUDAGraph as the recorder:
+# token and request graphs with Dynamo's eager backend and Inductor, and the production default,
+# a level-3 decoder (Inductor pieces) captured by ModelRunner.capture_cudagraph() under TR_HYBRID
+# (graph, live attention, graph) and FULL, replayed against eager.
 # Needs torch built with CUDA, pytest and this repository; nothing else (no compiler toolchain of
-# the reference, no network). Usage: scripts/gpu_check.sh [extra pytest args]
+# the reference, no network). Without a GPU (as in CI) the tests are skipped with the reason.
+# Usage: scripts/gpu_check.sh [extra pytest args]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY="${PYTHON:-python}"

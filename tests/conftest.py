@@ -1,10 +1,11 @@
-"""Unit tests use caches of their own run, never the machine's default ``/tmp`` caches.
+"""Unit tests use caches of their own run, never the user's default caches.
 
-A failure record or an artifact left in ``/tmp/neff_cache`` by an earlier run (or by another
-project) would otherwise change what a test sees: a graph held back by its failure record raises
-a different error than one that compiles. The directories are shared by the run's workers (they
-sit beside the workers' own temporary directories), so compiled fixtures are still reused within
-a run. A test that needs other directories sets them itself; variables the caller set win.
+A failure record or an artifact left in the default cache (``<tmp>/neuron-<uid>/neff_cache``) by an
+earlier run (or by another project) would otherwise change what a test sees: a graph held back by
+its failure record raises a different error than one that compiles. The directories are shared by
+the run's workers (they sit beside the workers' own temporary directories), so compiled fixtures
+are still reused within a run. A test that needs other directories sets them itself; variables the
+caller set win.
 """
 
 from __future__ import annotations

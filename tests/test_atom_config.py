@@ -65,7 +65,7 @@ def test_every_field_of_the_table_has_its_default():
         "level": 0, "use_cudagraph": True, "cudagraph_capture_sizes": None, "cuda_graph_sizes": [512],
         "cudagraph_mode": None, "splitting_ops": None, "cudagraph_copy_inputs": False, "use_inductor": True,
         "compile_sizes": None, "inductor_compile_config": {}, "debug_dump_path": "", "cache_dir": "",
-        "custom_op_namespace": "atom", "piece_compiler": "",
+        "custom_op_namespace": "atom", "piece_compiler": "", "static_forward_context": {},
     }
     config = Config()
     assert (config.enforce_eager, config.capture_sizes) == (False, None)

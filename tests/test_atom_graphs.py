@@ -136,10 +136,39 @@ def test_live_inputs_must_fit_the_recorded_buffers_and_recordings_do_not_nest():
         outer.record(lambda x: inner.record(fn, x), static)
 
 
-def test_an_output_no_launch_produced_is_refused_on_the_cpu():
+def test_work_between_compiled_pieces_is_refused_and_an_eager_forward_is_one_launch():
+    # Once a compiled piece ran, tensor work outside any launch is invisible to the CPU recorder.
+    piece = _compiled_affine()
     rec = recorder.CPURecording(pool=recorder.GraphPool(), break_at_eager_regions=True, name="plain")
     with pytest.raises(recorder.GraphCaptureError, match="not produced by a recorded launch"):
-        rec.record(lambda x: x + 1, torch.zeros(2))
+        rec.record(lambda x: piece(x) + 1, torch.zeros(2))
+    # Nothing compiled (level 0): the forward itself is the launch, and replays on live inputs.
+    whole = recorder.CPURecording(pool=recorder.GraphPool(), break_at_eager_regions=True, name="eager")
+    whole.record(lambda x: x * 3 + 1, torch.zeros(2))
+    assert [launch.name for launch in whole.launches] == ["eager:eager forward"]
+    assert whole.replay(torch.tensor([1.0, 2.0])).tolist() == [4.0, 7.0]
+
+
+def test_an_eager_region_inside_a_launch_makes_it_replay_live_under_tr_hybrid():
+    seen = []
+
+    @region_graph.eager_region
+    def region(x):
+        seen.append(fwd.get_forward_context().context.batch_size)
+        return x + fwd.get_forward_context().context.batch_size
+
+    def outer(x):  # a splitting piece, or a level-2 graph that calls the region inside
+        return recorder.launch(lambda t: region(t * 2), (x,), eager=False, name="outer")
+
+    def run(rec, bs, x):
+        with fwd.in_forward_context(None, None, fwd.Context(batch_size=bs)):
+            return rec.replay(x) if rec.launches else rec.record(outer, x)
+
+    for breaks, want in ((True, 12.0), (False, 11.0)):
+        rec = recorder.CPURecording(pool=recorder.GraphPool(), break_at_eager_regions=breaks, name="nested")
+        run(rec, 1, torch.zeros(1))
+        assert [(launch.name, launch.eager) for launch in rec.launches] == [("outer", breaks)]
+        assert run(rec, 2, torch.full((1,), 5.0)).item() == want  # live: 5*2+2; inline: the capture's 1
 
 
 class _NoCopyRecording(recorder.CPURecording):

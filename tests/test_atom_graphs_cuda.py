@@ -111,3 +111,32 @@ def test_cuda_one_pool_is_smaller_than_a_pool_per_recording():
             alone.capture_cudagraph()
         separate += alone.req_graph.pool.nbytes
     assert 0 < shared.nbytes < separate
+
+
+@pytest.mark.parametrize("mode", ["TR_HYBRID", "FULL"])
+def test_cuda_level_3_capture_records_inductor_pieces_and_breaks_at_the_attention(mode, tmp_path):
+    """The production default on a GPU: a ``@token_graph @support_torch_compile`` decoder at level 3
+    (Inductor pieces), captured by the runner on ``torch.cuda.CUDAGraph``, replayed against eager."""
+    import reference.atom as atom
+
+    config = G.level_config(atom, 3, mode, cache_dir=str(tmp_path), sizes=(1, 2, 4))
+    model = G.build_level_decoder(atom, config).to(DEV)
+    cache = G.kv_cache(atom, device=DEV)
+    runner = atom.ModelRunner(model, config, device=DEV, kv_cache_data=cache, max_model_len=G.MAX_LEN, progress=open("/dev/null", "w"))
+    with torch.no_grad():
+        assert runner.capture_cudagraph()[1] == [1, 2, 4]
+    recs = _recordings(model, runner)
+    assert len(recs) == 3 and all(isinstance(r, recorder.CUDARecording) for r in recs)
+    for rec in recs:
+        kinds = [type(seg).__name__ for seg in rec.segments]
+        # TR_HYBRID: graph, the live attention, graph; FULL: one graph holding everything.
+        assert kinds == (["CUDAGraph", "Launch", "CUDAGraph"] if mode == "TR_HYBRID" else ["CUDAGraph"]), kinds
+    with torch.no_grad():
+        ids, pos, lens, q = G.prefill_step([3, 2], seed=5, device=DEV)
+        got = runner.execute(ids, pos, lens, is_prefill=True, query_lens=q)
+        torch.testing.assert_close(got, G.eager_step_logits(atom, model, cache, ids, pos, lens, q), atol=ATOL, rtol=0)
+        for bs in range(1, 6):
+            ids, pos, lens = G.decode_step(bs, seed=100 + bs, device=DEV)
+            got = runner.execute(ids, pos, lens)
+            torch.testing.assert_close(got, G.eager_step_logits(atom, model, cache, ids, pos, lens), atol=ATOL, rtol=0)
+    assert runner.counters.replays == 4

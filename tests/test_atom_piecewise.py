@@ -303,3 +303,24 @@ def test_reference_pieces_keep_the_compiler_args_scope_they_were_compiled_in(tmp
     args = [cache.get(key).metadata.compiler_args for key in cache.keys()]
     assert len(args) == 4, "two pieces, two shapes"
     assert all("-O2" in a for a in args), args
+
+
+def test_inductor_adaptor_tunes_a_piece_compiled_for_one_size(tmp_path, monkeypatch):
+    # compile_fx is faked (it records the config patches it is given): what is under test is which
+    # patches the adaptor asks for, not Inductor's autotuning.
+    import torch._inductor.compile_fx as compile_fx_mod
+
+    seen = []
+
+    def fake_compile_fx(graph, example_inputs, inner_compile=None, config_patches=None):
+        seen.append(dict(config_patches))
+        return graph
+
+    monkeypatch.setattr(compile_fx_mod, "compile_fx", fake_compile_fx)
+    adaptor = atom.InductorAdaptor()
+    adaptor.initialize_cache(str(tmp_path), disable_cache=True)
+    graph = torch.fx.symbolic_trace(torch.nn.Linear(2, 2))
+    for shape, config in ((None, {}), (4, {}), (4, {"max_autotune": False}), (True, {})):
+        adaptor.compile(graph, [torch.randn(4, 2)], config, runtime_shape=shape)
+    tuned = [(p.get("max_autotune"), p.get("coordinate_descent_tuning")) for p in seen]
+    assert tuned == [(None, None), (True, True), (False, True), (None, None)]

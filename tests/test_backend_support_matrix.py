@@ -25,7 +25,7 @@ def test_a_recorded_observation_becomes_a_row():
     c.add(_report("passed", when="teardown", recorded=obs))  # counted once
     text = support.render("impl", {"torch": "x"}, c.observations, c.order())
     assert "## torch.compile parameters" in text
-    assert "| `dynamic` | Unsupported | rejected |" in text
+    assert "| `dynamic` | Unsupported | — | rejected |" in text
     assert text.count("`dynamic`") == 1
 
 
@@ -34,8 +34,8 @@ def test_a_skipped_probe_is_unsupported_with_the_reason_and_a_crash_is_unknown()
     c.add(_report("skipped", when="setup", longrepr=("f", 1, "Skipped: not supported by x: no helper API"), row=("helper_api", "get_rank()")))
     c.add(_report("failed", longrepr="AssertionError: boom", row=("apis", "reset"), order=1))
     text = support.render("x", {}, c.observations, c.order())
-    assert "| `get_rank()` | Unsupported | not supported by x: no helper API |" in text
-    assert "| `reset` | Unknown | probe failed: AssertionError: boom |" in text
+    assert "| `get_rank()` | Unsupported | — | not supported by x: no helper API |" in text
+    assert "| `reset` | Unknown | — | probe failed: AssertionError: boom |" in text
 
 
 def test_rows_keep_probe_order_and_several_probes_of_a_row_combine():
@@ -46,7 +46,7 @@ def test_rows_keep_probe_order_and_several_probes_of_a_row_combine():
     ]
     text = support.render("x", {}, rows, [("variables", "B"), ("variables", "A")])
     assert text.index("`B`") < text.index("`A`")
-    assert "| `A` | Partial | a1 a2 |" in text
+    assert "| `A` | Partial | — | a1 a2 |" in text
 
 
 def test_a_status_outside_the_three_is_refused():
@@ -67,5 +67,5 @@ def test_a_crashed_probe_is_noted_by_its_error_not_by_a_file_and_line():
     c = support.Collected()
     c.add(_report("failed", longrepr=longrepr, row=("parameters", "dynamic")))
     text = support.render("x", {}, c.observations, c.order())
-    assert "| `dynamic` | Unknown | probe failed: AttributeError: 'int' object has no attribute 'data' |" in text
+    assert "| `dynamic` | Unknown | — | probe failed: AttributeError: 'int' object has no attribute 'data' |" in text
     assert ".py:" not in text

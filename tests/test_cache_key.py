@@ -95,3 +95,16 @@ def test_replica_groups_as_a_mapping_are_order_free_by_name():
 def test_a_bad_argument_list_raises_a_typed_error_naming_the_flag():
     with pytest.raises(CompilerArgumentError, match="--lnc"):
         create_cache_hash(HLO, ["--lnc"], SPECS)
+
+
+def test_the_runtime_version_is_one_of_the_tool_versions():
+    """An artifact built beside one runtime may not load in another: the runtime's version keys it."""
+    import importlib.metadata as md
+
+    from reference.cache.key import create_cache_hash, tool_versions
+
+    versions = tool_versions()
+    assert versions["runtime"] == md.version("iree-base-runtime")
+    spec = [("float32", [4], [1])]
+    assert create_cache_hash("module {}", [], spec, versions) != create_cache_hash(
+        "module {}", [], spec, {**versions, "runtime": versions["runtime"] + ".post1"})

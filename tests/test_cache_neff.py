@@ -297,3 +297,43 @@ def test_a_held_back_attempt_repeats_what_the_failed_ones_said(dirs):
     assert first.startswith("graph 'g': the compiler rejected aten.topk.default (node topk) [cache key " + key)
     assert f"failed to compile {MAX_ATTEMPTS} times in a row" in first and records.path(key) in first
     assert info.value.op == "aten.topk.default" and "chlo.top_k" in info.value.compiler_log
+
+
+# --- an artifact whose checksums match but that the runtime cannot load -------------------------------
+
+
+def _plant_unloadable(cache: NeffCache, lowered, key: str) -> None:
+    """An entry whose artifact is not a module the runtime can load, with matching checksums (what
+    a runtime upgrade or a planted file looks like to the store)."""
+    cache.evict(key, "making room for the test's entry")
+    cache.put(key, b"\x08\x00\x00\x00not a flatbuffer", _meta(lowered))
+
+
+def test_an_unloadable_cached_artifact_is_evicted_and_rebuilt_once(dirs, lowered):
+    first = pipeline.build_artifact(lowered, ARGS, graph_name="g")
+    cache = pipeline.neff_cache()
+    with pytest.warns(CacheFallbackWarning):
+        _plant_unloadable(cache, lowered, first.key)
+    before = METRICS.counters().get("compiler_invocations", 0)
+    with pytest.warns(CacheFallbackWarning, match=f"{first.key} evicted: the runtime could not load"):
+        served = pipeline.serve(pipeline.Lowering(lowered), ARGS, graph_name="g", model_name="m")
+    assert METRICS.counters().get("compiler_invocations", 0) == before + 1
+    assert served.built.artifact == first.artifact and not served.built.cache_hit
+    assert cache.get(first.key).artifact == first.artifact, "the rebuilt artifact was published"
+    assert served.loaded is not None
+
+
+def test_an_artifact_that_stays_unloadable_after_the_rebuild_names_the_entry(dirs, lowered, monkeypatch):
+    from reference.cache.errors import UnloadableArtifactError
+    from reference.compiler.driver import CompileResult
+
+    key = pipeline.build_artifact(lowered, ARGS, graph_name="g").key
+    cache = pipeline.neff_cache()
+    with pytest.warns(CacheFallbackWarning):
+        _plant_unloadable(cache, lowered, key)
+    # fakes the compiler (a neighbour): the rebuild also produces what the runtime cannot load
+    monkeypatch.setattr(CompilerDriver, "compile", lambda self, hlo, args, graph_name=None: CompileResult(
+        b"\x08\x00\x00\x00still not a flatbuffer", [], "", 1))
+    with pytest.warns(CacheFallbackWarning), pytest.raises(UnloadableArtifactError) as info:
+        pipeline.serve(pipeline.Lowering(lowered), ARGS, graph_name="g", model_name="m")
+    assert cache.entry_dir(key) in str(info.value) and "'g'" in str(info.value)

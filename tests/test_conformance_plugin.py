@@ -180,3 +180,121 @@ def test_the_adapter_page_lists_every_capability_group():
         assert cap.name in rows, f"docs/adapter.md has no row for capability {cap.name!r}"
         for method in (*cap.required, *cap.optional):
             assert f"`{method}`" in rows[cap.name], f"docs/adapter.md: {cap.name} row lacks {method}"
+
+
+def _builtin_adapter(project: Path, body: str, name: str = "quiet") -> None:
+    """``fakeimpl:make``: torch's ``aot_eager`` adapter named ``name`` (cheap: no compiler of
+    ours), with ``body`` as extra methods."""
+    head = (
+        "import contextlib\n"
+        "from conformance import NotSupported\n"
+        "from conformance.adapters.torch_builtin import TorchBuiltinImplementation\n\n\n"
+        "class Fake(TorchBuiltinImplementation):\n"
+        f"    def __init__(self):\n        super().__init__('aot_eager')\n        self.name = {name!r}\n\n"
+        "    def expectations_file(self):\n        return None\n"
+    )
+    tail = "\n\ndef make():\n    return Fake()\n"
+    (project / "fakeimpl.py").write_text(head + textwrap.indent(textwrap.dedent(body), "    ") + tail)
+
+
+def _summary(project: Path, name: str) -> dict:
+    return json.loads((project / f"reports/{name}/default/summary.json").read_text())
+
+
+def test_a_silent_fallback_is_its_own_outcome_never_a_pass(tmp_path):
+    # The adapter hands back the model itself: parity with eager holds, yet nothing was compiled.
+    _builtin_adapter(tmp_path, """
+        def compile(self, model, **kwargs):
+            return model
+        """)
+    proc = _run(tmp_path, "--conformance-impl", "fakeimpl:make", "--pyargs", "conformance.test_eager_parity",
+                "-k", "second_call or float32")
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1, out
+    summary = _summary(tmp_path, "quiet")
+    outcomes = {t["id"].split("::", 1)[1]: t for t in summary["tests"]}
+    assert summary["totals"]["fell back"] == 2 and summary["totals"]["passed"] == 0, summary["totals"]
+    test = outcomes["test_second_call_reuses_the_compiled_graph_and_stays_correct"]
+    assert test["outcome"] == "fell back"
+    assert test["message"] == "fell back: no graph reached the implementation's backend"
+    assert test["evidence"]["graphs"] == 0 and test["evidence"]["backend_runs"] == 0
+    page = (tmp_path / "reports/quiet/default/summary.md").read_text()
+    first_screen = page[: page.index("## Totals per contract")]
+    assert "## Failures and fallbacks (2)" in first_screen and "### eager_parity (2)" in first_screen
+    assert "- **fell back** `test_float_dtypes_match_eager[float32]`: no graph reached" in first_screen
+    junit = (tmp_path / "reports/quiet/default/junit.xml").read_text()
+    assert 'failures="2"' in junit
+
+
+def test_a_reported_fallback_fails_the_test_and_a_support_row_never_reads_supported(tmp_path):
+    # The implementation compiles for real, and reports (its evidence) that one graph ran eagerly.
+    _builtin_adapter(tmp_path, """
+        @contextlib.contextmanager
+        def evidence(self):
+            with super().evidence() as ev:
+                ev.fallbacks.append({"graph": "g0", "reason": "float16 has no kernel, ran eagerly"})
+                yield ev
+        """, name="reporting")
+    proc = _run(tmp_path, "--conformance-impl", "fakeimpl:make", "--pyargs", "conformance.test_eager_parity",
+                "conformance.test_backend_support", "-k", "float32 or test_model or test_disable")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    summary = _summary(tmp_path, "reporting")
+    tests = {t["id"].split("::", 1)[1]: t for t in summary["tests"]}
+    assert tests["test_float_dtypes_match_eager[float32]"]["message"] == "fell back: g0: float16 has no kernel, ran eagerly"
+    assert tests["test_float_dtypes_match_eager[float32]"]["evidence"]["graphs"] == 1
+    rows = {(r["table"], r["row"]): r for r in summary["support"]}
+    model = rows[("parameters", "model")]
+    assert model["status"] == "Fell back" and model["declared"] == "Supported", model
+    assert model["notes"].startswith("fell back: g0: float16 has no kernel") and model["evidence"]["graphs"] >= 2
+    assert tests["test_model"]["outcome"] == "fell back"
+    support_md = (tmp_path / "reports/reporting/default/support.md").read_text()
+    assert "| `model` | Fell back | 2 compiled / 2 run, 1 fell back |" in support_md, support_md
+
+
+def test_honest_answers_skip_with_the_reason(tmp_path):
+    # Empty answers: no variables, no forced breaks, no debug artifacts, no declared matrix.
+    _builtin_adapter(tmp_path, """
+        def forced_graph_breaks(self):
+            return {}
+
+        def environment_variables(self):
+            return {}
+
+        def debug_artifact_globs(self):
+            return {}
+
+        def expected_support(self):
+            return {}
+        """, name="empty")
+    proc = _run(tmp_path, "--conformance-impl", "fakeimpl:make", "--pyargs", "conformance.test_backend_support",
+                "-k", "sort_breaks or var_debug_dir or var_fallback or no_lowering")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    summary = _summary(tmp_path, "empty")
+    messages = {t["id"].split("::", 1)[1]: (t["outcome"], t["message"]) for t in summary["tests"]}
+    assert messages["test_sort_breaks"] == (
+        "skipped", "not supported by empty: empty forces no such graph break (forced_graph_breaks() has no 'sort')")
+    assert messages["test_var_fallback"] == (
+        "skipped", "not supported by empty: empty does not read TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION "
+                   "(not in environment_variables())")
+    assert summary["totals"]["failed"] == summary["totals"]["error"] == 0
+    page = (tmp_path / "reports/empty/default/summary.md").read_text()
+    assert "## Skips by reason (4)" in page and "| 1 | not supported by empty: empty does not read" in page
+
+
+def test_a_shared_fixture_that_fails_is_reported_once_and_its_dependents_skip_naming_it(tmp_path):
+    # The module fixture lowering the cache-key tests' graphs breaks; one test reports it.
+    _adapter(tmp_path, """
+        def lower(self, model, args):
+            raise RuntimeError("the lowering crashed on purpose")
+        """)
+    proc = _run(tmp_path, "--conformance-impl", "fakeimpl:make", "--pyargs", "conformance.test_cache_key",
+                "-k", "repeatable or whitespace or source_locations")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    summary = _summary(tmp_path, "fake")
+    bad = [t for t in summary["tests"] if t["outcome"] in ("error", "failed")]
+    assert len(bad) == 1 and "the lowering crashed on purpose" in bad[0]["message"], bad
+    skipped = [t for t in summary["tests"] if t["outcome"] == "skipped"]
+    assert len(skipped) >= 2, summary["tests"]
+    first = bad[0]["id"]
+    assert all(t["message"] == f"not run: the shared fixture 'hlos' failed in {first} (reported there): "
+                               "RuntimeError: the lowering crashed on purpose" for t in skipped), skipped

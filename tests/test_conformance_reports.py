@@ -126,3 +126,71 @@ def test_conformance_properties_keep_the_rejection_health_check_and_inherit_hypo
     assert HealthCheck.filter_too_much not in ours.suppress_health_check
     ci = hsettings.get_profile("conformance-ci")
     assert ci.derandomize == hsettings.get_profile("ci").derandomize  # inherited, not redefined
+
+
+def _full_summary() -> dict:
+    tests = [
+        {"id": "test_eager_parity.py::test_ok", "outcome": "passed", "duration": 0.5, "message": ""},
+        {"id": "test_eager_parity.py::test_f16", "outcome": "fell back", "duration": 0.5,
+         "message": "fell back: g0: float16 has no kernel\nmore", "evidence": {"graphs": 1, "fallbacks": [{}]}},
+        {"id": "test_cache_key.py::test_bad", "outcome": "failed", "duration": 2.0, "message": "AssertionError: 1 != 2\nmore"},
+        *({"id": f"test_backend_support.py::test_var_{i}", "outcome": "skipped", "duration": 0.0,
+           "message": "not supported by x: no variables"} for i in range(8)),
+        {"id": "test_fx_passes.py::test_one", "outcome": "skipped", "duration": 0.0, "message": "other reason"},
+    ]
+    totals = dict.fromkeys(report.OUTCOMES, 0)
+    contracts: dict = {}
+    for x in tests:
+        totals[x["outcome"]] += 1
+        c = contracts.setdefault(x["id"].split("::")[0][5:-3], dict.fromkeys(report.OUTCOMES, 0))
+        c[x["outcome"]] += 1
+    return {
+        "implementation": "impl", "lane": "default", "spec": "m:f", "started": "2026-01-01T00:00:00+00:00",
+        "wall_s": 1.0, "invocation": {"args": []}, "versions": {"torch": "2"}, "precision": "float64 computed as float32",
+        "totals": totals, "contracts": contracts, "tests": tests, "compile_times": [], "stale_expectations": [],
+        "support": [
+            {"table": "variables", "row": "NEURON_CC_FLAGS", "status": "Unsupported", "declared": None, "notes": "n",
+             "evidence": None},
+            {"table": "parameters", "row": "model", "status": "Fell back", "declared": "Supported", "notes": "fell back: g0",
+             "evidence": {"graphs": 2, "backend_runs": 2, "fallbacks": [{"graph": "g0", "reason": "r"}]}},
+        ],
+    }
+
+
+def test_summary_md_opens_with_failures_and_fallbacks_and_summarises_skips_by_reason():
+    page = report.render_markdown(_full_summary())
+    first = page[: page.index("## Totals per contract")]
+    assert "Precision: float64 computed as float32" in first
+    assert "## Failures and fallbacks (2)" in first
+    assert first.index("### cache_key (1)") < first.index("### eager_parity (1)")
+    assert "- **fell back** `test_f16`: g0: float16 has no kernel\n" in first
+    assert "- **failed** `test_bad`: AssertionError: 1 != 2\n" in first
+    assert "## Skips by reason (9)" in first
+    assert "| 8 | not supported by x: no variables | `test_backend_support.py::test_var_0`" in first and "and 2 more |" in first
+    assert "| 1 | other reason | `test_fx_passes.py::test_one` |" in first
+    general, neuron = page.index("## Support matrix: general rows"), page.index("## Support matrix: Neuron-specific rows")
+    assert general < page.index("`model`") < neuron < page.index("`NEURON_CC_FLAGS`")
+    assert "| parameters | `model` | Fell back ⚠ | Supported | 2 compiled / 2 run, 1 fell back | fell back: g0 |" in page
+    root = ET.fromstring(report.junit(_full_summary()))
+    assert root.get("failures") == "2"
+
+
+def test_an_undeclared_loss_of_precision_fails_saying_so_and_a_declared_one_passes():
+    import torch
+
+    from conformance.precision import Precision
+    from conformance.tolerances import POLICY, assert_close
+
+    exact = torch.randn(64, dtype=torch.float64)
+    narrowed = exact.float().double()
+    with pytest.raises(AssertionError, match=r"undeclared loss of precision: torch.float64 results match eager only "
+                                             r"within float32's bounds .* declares every float dtype computed as itself"):
+        assert_close(narrowed, exact)
+    with POLICY.use(Precision({"float64": "float32"}, note="no f64 units")) as policy:
+        assert_close(narrowed, exact)
+        assert policy.describe() == "float64 computed as float32; every other dtype as itself (no f64 units)"
+    with pytest.raises(AssertionError, match="Tensor-likes are not close"):  # no narrower dtype explains it
+        assert_close(exact + 1, exact)
+    with pytest.raises(ValueError, match="wider"):
+        Precision({"float32": "float64"})
+    assert Precision({"float32": "tf32"}).computed_as(torch.float32) == "float16"

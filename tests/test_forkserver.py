@@ -38,6 +38,7 @@ if mode == "raise":
     raise ValueError("the module raised")
 if mode == "hashseed":
     print("hash_randomization", sys.flags.hash_randomization)
+    print("hash", hash("conformance-forkserver"), "seed", os.environ.get("PYTHONHASHSEED"))
 '''
 
 
@@ -187,10 +188,35 @@ def test_start_module_forks_when_it_can_and_starts_a_fresh_interpreter_when_the_
 def test_the_server_starts_with_the_first_child_and_refuses_children_once_closed(workdir, tmp_path):
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(workdir), *sys.path]))
     srv = ForkServer(("json",), env=env)
-    assert srv._proc is None, "a server nobody used started a process"
+    assert not any(srv._interpreters), "a server nobody used started a process"
     assert srv.spawn("fs_child", ["report"], env=env, log=str(tmp_path / "first.log")).wait(timeout=60) == 0
     srv.close()
     with pytest.raises(ForkServerError, match="closed"):
         srv.spawn("fs_child", ["report"], env=env, log=str(tmp_path / "late.log"))
     unused = ForkServer(("json",), env=env)
     unused.close()  # closing one that never started is fine
+
+
+def _hash_of(log: Path) -> str:
+    line = next(ln for ln in log.read_text().splitlines() if ln.startswith("hash "))
+    return line.split()[1]
+
+
+def test_consecutive_children_get_different_hash_seeds_unless_the_server_pins_one(workdir, tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONHASHSEED"}
+    env["PYTHONPATH"] = os.pathsep.join([str(workdir), *sys.path])
+    with ForkServer(("json",), env=env) as srv:
+        assert len(set(srv.hash_seeds)) == 2
+        kids = [srv.spawn("fs_child", ["hashseed"], env=env, log=str(tmp_path / f"kid{i}.log")) for i in range(3)]
+        assert [k.wait(timeout=60) for k in kids] == [0, 0, 0]
+        hashes = [_hash_of(tmp_path / f"kid{i}.log") for i in range(3)]
+        # a string hashes differently under the two seeds, and the third child is the first's seed again
+        assert hashes[0] != hashes[1] and hashes[0] == hashes[2], hashes
+        assert kids[0].hash_seed != kids[1].hash_seed and kids[0].hash_seed in srv.hash_seeds
+    pinned = {**env, "PYTHONHASHSEED": "123"}
+    with ForkServer(("json",), env=pinned) as srv:
+        assert srv.hash_seeds == ["123"]
+        kids = [srv.spawn("fs_child", ["hashseed"], env=pinned, log=str(tmp_path / f"pin{i}.log")) for i in range(2)]
+        assert [k.wait(timeout=60) for k in kids] == [0, 0]
+        assert _hash_of(tmp_path / "pin0.log") == _hash_of(tmp_path / "pin1.log")
+        assert kids[0].hash_seed == "123"

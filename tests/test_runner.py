@@ -62,8 +62,40 @@ def test_model_encoder_scope_uses_stamped_base():
 def test_bad_policy_and_graph_type_errors_name_the_graph_type():
     with pytest.raises(CompilerArgsPolicyError, match="'decode'.*list of strings"):
         _runner(StringPolicyVLM(HELPERS)).resolve_graph_compiler_args("decode")
-    with pytest.raises(UnknownGraphTypeError, match="'vision'"):
-        _runner().resolve_graph_compiler_args("vision")
+    for bad in ("", 3, ("decode",)):
+        with pytest.raises(UnknownGraphTypeError, match="non-empty string"):
+            _runner().resolve_graph_compiler_args(bad)
+
+
+def test_graph_types_are_open_and_the_known_ones_keep_the_seeds_defaults():
+    r = _runner()
+    # Any graph type reaches the model's policy, which gives its default (the base) for one it
+    # does not single out.
+    assert r.resolve_graph_compiler_args("vision") == BASE
+    assert r.resolve_graph_compiler_args("audio_encoder") == BASE
+    assert r.resolve_graph_compiler_args("decode") == [*BASE, "-O3"]
+    assert r.resolve_graph_compiler_args("encoder") == [*BASE, "-O3"]
+    # The policy off: no override for any graph type, known or not.
+    assert _runner(optimization_level=2).resolve_graph_compiler_args("vision") is None
+
+
+def test_the_runner_stamps_the_base_arguments_on_a_model_with_a_policy():
+    import torch
+
+    class Bare(torch.nn.Linear):
+        """A policy and nothing else: no setter, no attribute of its own."""
+
+        def compiler_args_for(self, graph_type, example_inputs, base):
+            return with_optimization_level(base, 3) if graph_type == "vision" else list(base)
+
+    model = Bare(2, 2)
+    r = NeuronModelRunner(model, compiler_args=BASE).load_model()
+    assert model._neuron_base_compiler_args == BASE
+    assert model._neuron_base_compiler_args is not r.compile_options["compiler_args"]  # a copy
+    assert r.resolve_graph_compiler_args("vision") == [*BASE, "-O3"]
+    # A later load with an explicit level turns the policy off and clears the stamp.
+    NeuronModelRunner(model, compiler_args=BASE, optimization_level=1).load_model()
+    assert model._neuron_base_compiler_args is None
 
 
 def test_worker_jobs_carry_the_resolved_list():

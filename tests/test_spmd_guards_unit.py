@@ -90,3 +90,24 @@ def test_staged_groups_read_rank_markers(tmp_path):
         check_staged_groups(fanned, strict=True)
     # a single-process capture records no ranks: nothing to check
     assert check_staged_groups({"g": [SimpleNamespace(key="k", path=str(tmp_path / "none"), metadata=None)]}, strict=True) == []
+
+
+def test_a_splinter_names_where_the_staged_texts_first_differ(tmp_path):
+    """Stand-in entries as above, with the staged text (``hlo``) that parallel_compile's entries carry."""
+    from types import SimpleNamespace
+
+    from reference.spmd.guards import check_staged_groups, first_difference, mark_staged_rank
+
+    body = "module {{\n  func.func @main(%arg0: tensor<2xi32>) -> tensor<2xi32> {{\n    %c = stablehlo.constant dense<{}> : tensor<2xi32>\n  }}\n}}\n"
+
+    def entry(key, rank):
+        mark_staged_rank(str(tmp_path / key), rank)
+        return SimpleNamespace(key=key, path=str(tmp_path / key), metadata=None, hlo=body.format(rank))
+
+    with pytest.raises(SplinterError) as info:
+        check_staged_groups({"decode": [entry("k0", 0), entry("k1", 1)]}, strict=True)
+    assert ("graph 'decode': hashes k0 and k1 first differ at line 3 of the staged text:\n"
+            "      %c = stablehlo.constant dense<0> : tensor<2xi32>\n"
+            "      %c = stablehlo.constant dense<1> : tensor<2xi32>") in str(info.value)
+    assert first_difference("a\nb", "a\nb") is None
+    assert first_difference("a", "a\nb") == (2, "<end of text>", "b")

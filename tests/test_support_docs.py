@@ -21,7 +21,7 @@ def project(tmp_path, monkeypatch):
     fresh = {"alpha": "# Support matrix: alpha\n| `model` | Supported | ok |\n"}
     targets = (Target("alpha", "pkg.mod:alpha"), Target("beta", "pkg.mod:beta", lambda: "beta's extra is not installed"))
     monkeypatch.setattr(support_docs, "TARGETS", targets)
-    monkeypatch.setattr(support_docs, "generate", lambda target, root, jobs: fresh[target.name])
+    monkeypatch.setattr(support_docs, "generate", lambda target, root, jobs, as_other_machine=False: fresh[target.name])
     return tmp_path, fresh
 
 
@@ -78,3 +78,59 @@ def test_without_iree_turbine_the_turbine_target_is_unavailable_naming_the_extra
     assert "install the project's 'turbine' extra" in target.unavailable()
     with pytest.raises(RuntimeError, match="turbine_cpu: iree-turbine is not installed"):
         turbine.turbine_cpu()
+
+
+# --- nothing checked in depends on the machine that made it ------------------------------------
+
+
+def test_the_checked_in_text_keeps_the_versions_and_drops_the_machine_line():
+    from conformance import support
+
+    matrix = support.render("impl", {"torch": "2.13.0"}, [], machine={"host": "x86_64:Some CPU", "cores": "2"})
+    assert "Machine: host `x86_64:Some CPU`, cores `2`" in matrix
+    kept = support_docs.checked_in_text("impl", matrix)
+    assert kept.startswith("<!-- Generated from reports/impl/default/support.md")
+    assert "Versions: torch `2.13.0`" in kept
+    assert "Some CPU" not in kept and "Machine:" not in kept
+
+
+def test_paths_of_this_machine_and_user_read_as_a_user_would_write_them(tmp_path, monkeypatch):
+    import os
+    import tempfile
+
+    from conformance.support import portable
+
+    other = tmp_path / "tmp"
+    other.mkdir()
+    monkeypatch.setenv("TMPDIR", str(other))
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    uid = os.getuid()
+    note = f"default '{other}/neff_cache'; debug {other}/neuron-{uid}/debug; keep model_default-{uid} and /tmpfoo"
+    assert portable(note) == f"default '$TMPDIR/neff_cache'; debug $TMPDIR/neuron-<uid>/debug; keep model_default-{uid} and /tmpfoo"
+    assert portable(os.path.expanduser("~") + "/.cache/neuron") == "~/.cache/neuron"
+
+
+def test_the_other_machine_run_changes_the_host_the_cores_and_the_folders(tmp_path):
+    env, hook = support_docs._other_machine(str(tmp_path))
+    assert env["NEURON_REFERENCE_HOST_IDENTITY"] == support_docs.OTHER_HOST
+    assert env["TMPDIR"].startswith(str(tmp_path)) and env["XDG_CACHE_HOME"].startswith(str(tmp_path))
+    import os
+    import subprocess
+    import sys
+
+    # the hook pins the child to one core: a real child reports one core in its affinity
+    out = subprocess.run([sys.executable, "-c", "import os; print(len(os.sched_getaffinity(0)))"],
+                         capture_output=True, text=True, preexec_fn=hook, check=True).stdout
+    assert out.strip() == "1"
+
+
+def test_the_reference_reports_its_host_as_a_machine_fact_not_a_version(monkeypatch):
+    from conformance.adapters.reference import make
+
+    monkeypatch.setenv("NEURON_REFERENCE_HOST_IDENTITY", "x86_64:another CPU")
+    impl = make()
+    assert "host" not in impl.versions()
+    assert impl.machine()["host"] == "x86_64:another CPU"
+    from reference.cache.key import tool_versions
+
+    assert tool_versions()["host"] == "x86_64:another CPU", "the override must reach the cache key's tool versions"

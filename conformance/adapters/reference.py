@@ -2,12 +2,24 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import torch
 
+from conformance.evidence import Evidence, observe_dynamo
 from conformance.implementation import Implementation
+from conformance.precision import Precision
+
+#: The reference's compiling backends (a graph handed to any of them must be compiled by it).
+_BACKENDS = ("neuron", "neuron_libtorch", "neuron_native_lite")
+
+#: The precision the reference computes in, declared to the suite (the one place to change when
+#: the reference's runtime changes): its runtime narrows float64 to float32 at the boundary, as a
+#: device without f64 units does, and widens the results back.
+PRECISION = Precision(computes={"float64": "float32"},
+                      note="the runtime narrows float64 to float32, as on a device without f64 units")
 
 _PACKAGE = Path(__file__).resolve().parent.parent
 
@@ -82,6 +94,9 @@ class ReferenceImplementation(Implementation):
     def expected_support(self) -> Mapping[str, Mapping[str, str]]:
         return SEED_SUPPORT
 
+    def precision(self) -> Precision:
+        return PRECISION
+
     def expectations_file(self) -> str | None:
         return str(_PACKAGE / "expected" / "reference.txt")
 
@@ -92,13 +107,43 @@ class ReferenceImplementation(Implementation):
         out, self._compile_times = self._compile_times, []
         return out
 
+    @contextlib.contextmanager
+    def evidence(self) -> Iterator[Evidence]:
+        """Dynamo's graphs (observed generically) and, from the reference's own process-long
+        counters: artifacts compiled, served from the NEFF cache, runs of a compiled graph, and
+        every eager fallback with its reason (compile or execution failure, compile-only mode)."""
+        from reference.core.metrics import METRICS
+
+        start, first = METRICS.totals(), METRICS.fallback_count()
+
+        def refresh(ev: Evidence) -> None:
+            now = METRICS.totals()
+            ev.compiled = now.get("compiler_invocations", 0) - start.get("compiler_invocations", 0)
+            ev.cached = now.get("neff_cache_hits", 0) - start.get("neff_cache_hits", 0)
+            ev.ran = now.get("compiled_runs", 0) - start.get("compiled_runs", 0)
+            ev.fallbacks = [{"graph": f.graph, "reason": f.reason} for f in METRICS.fallbacks_since(first)]
+
+        ev = Evidence(_refresh=refresh)
+        with observe_dynamo(ev, backends=_BACKENDS):
+            try:
+                yield ev
+            finally:
+                ev.refresh()
+
     def versions(self) -> dict[str, str]:
         from reference.cache.key import tool_versions
 
-        return dict(tool_versions())
+        # the host identity keys the reference's artifacts, but it is a fact about the machine,
+        # reported by machine(), not a version the checked-in matrices compare
+        return {k: v for k, v in tool_versions().items() if k != "host"}
+
+    def machine(self) -> dict[str, str]:
+        from reference.compiler.driver import host_identity
+
+        return {**super().machine(), "host": host_identity()}
 
     def backend_names(self) -> dict[str, str]:
-        return {"compile": "neuron"}
+        return {"compile": "neuron", "capture": "neuron_libtorch_graph_capture", "native": "neuron_native_lite"}
 
     def compile(
         self,
@@ -209,7 +254,7 @@ class ReferenceImplementation(Implementation):
     def environment_variables(self) -> Mapping[str, Any]:
         from reference.core import env
 
-        return {name: env.default(name) for name in env.declared()}
+        return {name: env.documented_default(name) for name in env.declared()}
 
     def helper_api(self) -> Any:
         import reference
@@ -228,12 +273,17 @@ class ReferenceImplementation(Implementation):
     # --- compile caches -----------------------------------------------------------------
     def cache_hash(self, hlo, compiler_args, input_specs, *, versions=None, replica_groups=None, breakdown=False):
         from reference.cache.key import create_cache_hash
+        from reference.compiler.driver import host_identity
 
+        if versions is not None and "host" not in versions:
+            # the caller's versions are versions() (tool versions); the key also holds the host the
+            # artifact is built for, a machine fact that versions() leaves to machine()
+            versions = {**versions, "host": host_identity()}
         return create_cache_hash(
             hlo, compiler_args, input_specs, versions, replica_groups=replica_groups, breakdown=breakdown
         )
 
-    def cache_env(self, root, *, lock_timeout_s=None, disable=False, assert_hit=False, neff_dir=None):
+    def cache_env(self, root, *, lock_timeout_s=None, disable=False, assert_hit=False, neff_dir=None, secret=None):
         import os
 
         out = {
@@ -245,7 +295,28 @@ class ReferenceImplementation(Implementation):
         }
         if lock_timeout_s is not None:
             out["TORCH_NEURONX_NEFF_CACHE_LOCK_TIMEOUT"] = str(int(lock_timeout_s))
+        if secret is not None:
+            out["TORCH_NEURONX_CACHE_HMAC_KEY"] = secret
         return out
+
+    def plant_cache_entry(self, root, key, artifact):
+        import hashlib
+        import os
+
+        from reference.cache.neff_cache import ARTIFACT_FILE, METADATA_FILE, _metadata_checksum
+        from reference.core.schema import ArtifactMetadata
+
+        folder = self._neff_cache(root).entry_dir(key)
+        with open(os.path.join(folder, METADATA_FILE), encoding="utf-8") as fh:
+            meta = ArtifactMetadata.from_json(fh.read())
+        meta.artifact_size = len(artifact)
+        meta.artifact_sha256 = hashlib.sha256(artifact).hexdigest()
+        meta.extra.pop("metadata_sha256", None)
+        meta.extra["metadata_sha256"] = _metadata_checksum(meta)
+        with open(os.path.join(folder, ARTIFACT_FILE), "wb") as fh:
+            fh.write(artifact)
+        with open(os.path.join(folder, METADATA_FILE), "w", encoding="utf-8") as fh:
+            fh.write(meta.to_json())
 
     def compiler_invocations(self) -> int:
         from reference.core.metrics import METRICS
@@ -257,7 +328,7 @@ class ReferenceImplementation(Implementation):
 
         from reference.cache.neff_cache import NeffCache
 
-        return NeffCache(os.path.join(root, "neff"), os.path.join(root, "local"))
+        return NeffCache(os.path.join(root, "neff"), os.path.join(root, "local"), hmac_key=None)
 
     def cache_keys(self, root):
         return self._neff_cache(root).keys()

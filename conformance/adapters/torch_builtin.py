@@ -7,7 +7,9 @@ the support matrix of the reference can be read beside theirs::
     pytest conformance/test_backend_support.py --conformance-impl conformance.adapters.torch_builtin:aot_eager
 
 Compiled graphs are counted with Dynamo's own counter (``unique_graphs``), which every backend
-shares. The Neuron-specific capabilities (forced graph breaks, the ``TORCH_NEURONX_*`` variables,
+shares. Execution evidence is what any backend allows to observe (``Implementation.evidence``):
+the graphs Dynamo handed the backend and the runs of the callables it returned; these backends
+report no fallbacks of their own. The Neuron-specific capabilities (forced graph breaks, the ``TORCH_NEURONX_*`` variables,
 the helper API, the debug directory) are not provided, so their probes are reported as
 Unsupported with the reason below. Each declares the support matrix it is expected to show (what
 the probes observed with torch 2.13) and lists the contract tests it is known to fail, with the

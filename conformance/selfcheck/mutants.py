@@ -71,6 +71,7 @@ _GUARDS = "reference.spmd.guards"
 _FX_PASSES = "reference.fx_passes"
 _ATOM_CONFIG = "reference.atom.config"
 _ATOM_DECORATORS = "reference.atom.decorators"
+_SEAM = "reference.backends.neuron"
 
 _SCOPE = "conformance/test_compiler_args_scope.py"
 _FLOWS = "conformance/test_compiler_args_flows.py"
@@ -82,6 +83,7 @@ _CUSTOM_OPS = "conformance/test_custom_ops.py"
 _GUARD_TESTS = "conformance/test_spmd_guards.py"
 _FX_TESTS = "conformance/test_fx_passes.py"
 _ATOM_TESTS = "conformance/test_atom_compilation.py"
+_PARITY = "conformance/test_eager_parity.py"
 
 
 # --- per-graph compiler arguments -----------------------------------------------------------------
@@ -335,6 +337,24 @@ def guard_never_goes_strict():
     _module(_GUARDS).strict_mode = lambda strict=None: False
 
 
+@_mutant("SPMD guard rails: strict mode whatever the fallback",
+         f"{_GUARD_TESTS}::test_strict_holds_at_every_seam_whatever_the_fallback[strict-fallback_on-neuron]",
+         r"DID NOT RAISE")
+def strict_violation_falls_back():
+    """The pass manager reports a guard-rail violation as an ordinary failing pass (``FXPassError``),
+    so with the eager fallback on a violation under the strict flag runs the graph eagerly."""
+    fx, errors = _module(_FX_PASSES), _module("reference.spmd.errors")
+    original = fx.FXPassManager.run_passes
+
+    def run_passes(self, gm, **kwargs):
+        try:
+            return original(self, gm, **kwargs)
+        except errors.SPMDViolationError as exc:
+            raise fx.FXPassError("RankConstantCheckPass", kwargs.get("graph_name", "<graph>"), str(exc)) from exc
+
+    fx.FXPassManager.run_passes = run_passes
+
+
 @_mutant("SPMD guard rails: constant builders",
          f"{_GUARD_TESTS}::test_a_baked_rank_constant_is_caught_for_every_builder[warn-torch.full]", r"DID NOT WARN")
 def guard_misses_torch_full():
@@ -361,6 +381,29 @@ def pass_identity_ignores_order():
 
     manager = _module(_FX_PASSES).FXPassManager
     manager.uuid = lambda self: hashlib.sha256("\n".join(sorted(self.identity())).encode()).hexdigest()[:16]
+
+
+# --- execution evidence ----------------------------------------------------------------------------
+
+
+@_mutant("execution evidence: no silent fallback", f"{_PARITY}::test_float_dtypes_match_eager[float16]",
+         r"fell back: .*compiled or served only 0")
+def float16_silently_runs_eagerly():
+    """A graph with a float16 input is run eagerly instead of compiled, with no warning and no
+    record (as a backend whose compiler lacks a dtype and quietly hands the graph back), so parity
+    with eager holds while the implementation ran nothing."""
+    import torch
+
+    home = _module(_SEAM)
+    compile_fx_graph = home.compile_fx_graph
+
+    @functools.wraps(compile_fx_graph)
+    def quietly_eager(gm, example_inputs, options, **kwargs):
+        if any(isinstance(x, torch.Tensor) and x.dtype == torch.float16 for x in example_inputs):
+            return gm.forward
+        return compile_fx_graph(gm, example_inputs, options, **kwargs)
+
+    home.compile_fx_graph = quietly_eager
 
 
 # --- ATOM compilation ----------------------------------------------------------------------------
@@ -394,6 +437,64 @@ def refused_code_is_kept():
         return hook(self, old_code, new_code)
 
     cls.bytecode_hook = keeps
+
+
+# --- ATOM: levels and graph modes through the runner ---------------------------------------------
+
+_ATOM_RUNNER = "reference.atom.model_runner"
+_ATOM_MATRIX = "conformance/test_atom_matrix.py"
+
+
+@_mutant("ATOM runner: use_cudagraph", f"{_ATOM_MATRIX}::test_use_cudagraph_false_captures_nothing_whatever_the_mode[L0]",
+         r"\[1, 2, 4\] == \[\]")
+def use_cudagraph_ignored():
+    """The runner reads ``cudagraph_mode`` only: ``use_cudagraph=False`` still captures."""
+    runner = _module(_ATOM_RUNNER).ModelRunner
+
+    def graph_mode(self):
+        if self.enforce_eager:
+            return _module("reference.atom.graph_mode").CUDAGraphMode.NONE
+        return self.config.compilation_config.cudagraph_mode
+
+    runner.graph_mode = property(graph_mode)
+
+
+@_mutant("ATOM runner: token graphs break at eager regions",
+         f"{_ATOM_MATRIX}::test_token_graphs_run_the_attention_live_and_request_graphs_do_not[L0-TR_HYBRID]",
+         r"did not run with the live metadata")
+def token_graphs_do_not_break():
+    """Token graphs record eager regions inline, as request graphs do: a replay runs the attention
+    with the capture's metadata instead of the live step's."""
+    home = _module("reference.atom.region_graph")
+    new_recording = home.new_recording
+    home.new_recording = lambda device, **kw: new_recording(device, **{**kw, "break_at_eager_regions": False})
+
+
+@_mutant("ATOM runner: DP token buckets",
+         f"{_ATOM_MATRIX}::test_a_dp_group_replays_the_bucket_of_its_largest_token_count_on_every_rank",
+         r"not the group's bucket of 4")
+def dp_ranks_pad_alone():
+    """Each DP rank pads to the token bucket of the group's smallest count, not its largest, so the
+    ranks of one step replay different buckets (their collectives would hang)."""
+    mode = _module("reference.atom.forward_mode").ForwardMode
+    pad = mode._pad_to_token_graph
+    mode._pad_to_token_graph = staticmethod(lambda counts, buckets: pad([min(counts)], buckets))
+
+
+@_mutant("ATOM runner: TBO microbatches",
+         f"{_ATOM_MATRIX}::test_tbo_decode_splits_a_bucket_in_two_and_an_unserved_split_runs_eagerly", r"== \[3, 2\]")
+def tbo_split_lopsided():
+    """The two TBO microbatches are cut one request from the end instead of in half."""
+    lopsided = lambda running_bs: (range(0, running_bs - 1), range(running_bs - 1, running_bs))  # noqa: E731
+    for name in ("reference.atom.forward_mode", _ATOM_RUNNER):
+        _module(name).decode_ubatch_request_ranges = lopsided
+
+
+@_mutant("ATOM runner: level 1", f"{_ATOM_MATRIX}::test_only_level_0_runs_without_dynamo_and_level_1_is_compiled_by_the_runner[L1]",
+         r"ran no Dynamo frame")
+def level_1_runs_eagerly():
+    """The runner leaves level 1 to the decorator, which does not compile it: the model runs eagerly."""
+    _module(_ATOM_RUNNER).compile_model = lambda model, config: model
 
 
 # --- adapters ---------------------------------------------------------------------------------------

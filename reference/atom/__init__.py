@@ -100,9 +100,13 @@ from reference.atom.recorder import (  # noqa: E402
     GraphCaptureError,
     GraphPool,
     Recording,
+    drain_collectives,
     recording_backend,
+    track_collective,
 )
+from reference.atom.forward_mode import ForwardMode, decode_bucket_splits, decode_ubatch_request_ranges  # noqa: E402
 from reference.atom.region_graph import (  # noqa: E402
+    DraftGraph,
     ReqGraph,
     TokenGraph,
     eager_region,
@@ -111,7 +115,7 @@ from reference.atom.region_graph import (  # noqa: E402
     token_graph,
     token_graph_of,
 )
-from reference.atom.model_runner import ModelRunner, RunnerCounters, resolve_capture_sizes  # noqa: E402
+from reference.atom.model_runner import ModelRunner, RunnerCounters, check_runner_config, resolve_capture_sizes  # noqa: E402
 
 __all__ += [
     "AttentionMetaData",
@@ -140,5 +144,12 @@ __all__ += [
     "graph_pool",
     "ModelRunner",
     "RunnerCounters",
+    "check_runner_config",
     "resolve_capture_sizes",
+    "DraftGraph",
+    "ForwardMode",
+    "decode_bucket_splits",
+    "decode_ubatch_request_ranges",
+    "drain_collectives",
+    "track_collective",
 ]

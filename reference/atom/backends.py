@@ -34,7 +34,8 @@ from reference.atom.compiler_interface import CompileCacheLoadError, CompilerInt
 from reference.atom.config import CompilationConfig, Config
 from reference.atom.counters import COUNTERS
 from reference.atom.monitor import dump_debug_file, write_text_atomically
-from reference.atom.piecewise_backend import PiecewiseBackend, PiecewiseCompileInterpreter
+from reference.atom.recorder import launch
+from reference.atom.piecewise_backend import PiecewiseBackend, PiecewiseCompileInterpreter, SplittingPiece
 from reference.atom.splitting import SplitItem, split_graph
 
 __all__ = ["CompilerManager", "VllmBackend", "CompileCacheWarning", "CACHE_FILE_NAME", "default_cache_root"]
@@ -245,6 +246,9 @@ class VllmBackend:
             split_gm, to_compile, list(cc.resolved_compile_sizes), self.compiler_manager, dict(cc.inductor_compile_config)
         )
         interpreter.run(*example_inputs)
+        for item in items:
+            if item.is_splitting_graph:
+                split_gm.__dict__[item.submod_name] = SplittingPiece(item.graph, f"split:{item.submod_name}")
         COUNTERS.bump("num_piecewise_capturable_graphs_seen", len(interpreter.backends))
         self.compiler_manager.save_to_file()
         self.split_gm, self.piecewise_graphs, self.piecewise_backends = split_gm, items, interpreter.backends
@@ -285,10 +289,14 @@ class _CopyIntoStaticBuffers:
             self.input_buffers[index] = buf
         return buf[:rows]
 
-    def __call__(self, *args: Any) -> Any:
+    def _copy_in(self, *args: Any) -> list:
         args = list(args)
         for index in self.tensor_indices:
             static = self._buffer(index, args[index])
             static.copy_(args[index])
             args[index] = static
-        return self.split_gm(*args)
+        return args
+
+    def __call__(self, *args: Any) -> Any:
+        # The copy is a launch of its own, so a recording around the model replays it too.
+        return self.split_gm(*launch(self._copy_in, args, eager=False, name="copy inputs", compiled=False))

@@ -8,7 +8,8 @@ inputs carry a symbolic batch size); an int asks for a callable specialised to t
 
 * :class:`InductorStandaloneAdaptor`: ``torch._inductor.standalone_compile``; the artifact is saved
   unpacked under the cache directory and loaded with ``CompiledArtifact.load``.
-* :class:`InductorAdaptor`: ``compile_fx`` with Inductor's FX graph cache. Inductor only caches
+* :class:`InductorAdaptor`: ``compile_fx`` with Inductor's FX graph cache; a piece compiled for one
+  concrete size gets ``max_autotune`` and ``coordinate_descent_tuning`` (:func:`inductor_patches`). Inductor only caches
   under Dynamo's tracing context, so while compiling and loading, four Inductor internals are
   patched: the graph-hash function (to read the key), the inner compile (to read the key on a cache
   hit too), the shape-environment lookup (an environment whose guards always hold) and the
@@ -198,7 +199,7 @@ class InductorAdaptor(CompilerInterface):
         import torch._inductor.codecache as codecache  # Inductor: heavy, imported on use
         import torch._inductor.compile_fx as compile_fx_mod
 
-        patches = dict(compiler_config or {})
+        patches = inductor_patches(compiler_config, runtime_shape)
         patches["fx_graph_cache"] = not self.disable_cache
         patches["fx_graph_remote_cache"] = False
         graph = copy.deepcopy(graph)  # Inductor may rewrite the graph it is given
@@ -252,6 +253,18 @@ class InductorAdaptor(CompilerInterface):
         if compiled is None:
             raise CompileCacheLoadError(f"piece {graph_index}: Inductor cache entry {hash_str} is missing")
         return _dynamo_convention(compiled, graph, lists=True)
+
+
+def inductor_patches(compiler_config: Optional[dict[str, Any]], runtime_shape: Optional[int]) -> dict[str, Any]:
+    """The Inductor config patches of one compile: ``compiler_config`` and, for a piece compiled
+    for one concrete size, ``max_autotune`` and ``coordinate_descent_tuning`` (a specialised size
+    is compiled once, lazily, and then runs every step of that size: worth tuning). An explicit
+    value in ``compiler_config`` (``inductor_compile_config``) wins."""
+    patches = dict(compiler_config or {})
+    if isinstance(runtime_shape, int) and not isinstance(runtime_shape, bool):
+        patches.setdefault("max_autotune", True)
+        patches.setdefault("coordinate_descent_tuning", True)
+    return patches
 
 
 def _needs_autograd(example_inputs: list) -> bool:

@@ -97,6 +97,10 @@ class CompilationConfig:
     # and which compiler compiles the pieces ("inductor" or "reference"; "" picks by torch version).
     custom_op_namespace: str = DEFAULT_NAMESPACE
     piece_compiler: str = ""
+    #: Layers that run outside compilation, registered by the model as it is built (layer index or
+    #: name -> layer); every forward context hands them to layers as ``no_compile_layers``. Not a
+    #: setting: it does not enter the hash, the repr or equality.
+    static_forward_context: dict = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if isinstance(self.level, bool) or not isinstance(self.level, int) or not 0 <= self.level <= 3:
@@ -125,6 +129,8 @@ class CompilationConfig:
                         "or name an existing op as 'namespace.op'",
                     )
             self.splitting_ops = list(self.splitting_ops)
+        if not isinstance(self.static_forward_context, dict):
+            raise ConfigError("static_forward_context", "must be a dict of layer index or name to layer")
         if not isinstance(self.inductor_compile_config, dict):
             raise ConfigError("inductor_compile_config", "must be a dict of Inductor config names to values")
         if self.piece_compiler not in ("", "inductor", "inductor_standalone", "reference"):
@@ -153,7 +159,7 @@ class CompilationConfig:
         factors = {
             f.name: getattr(self, f.name)
             for f in dataclasses.fields(self)
-            if f.name not in ("debug_dump_path", "cache_dir")  # where output goes, not what it is
+            if f.name not in ("debug_dump_path", "cache_dir", "static_forward_context")  # not what is compiled
         }
         factors["resolved_compile_sizes"] = self.resolved_compile_sizes
         text = json.dumps(factors, sort_keys=True, default=_jsonable)

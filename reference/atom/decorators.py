@@ -30,6 +30,7 @@ from reference import NeuronBackendError
 from reference.atom.backends import VllmBackend
 from reference.atom.config import CompilationLevel, Config
 from reference.atom.counters import COUNTERS
+from reference.atom.recorder import recording_backend
 from reference.atom.monitor import decompile, dump_debug_file, end_monitoring_torch_compile, start_monitoring_torch_compile
 
 __all__ = [
@@ -94,6 +95,20 @@ def level_backend(config: Config, prefix: str = "") -> Any:
     raise ValueError(f"level {int(cc.level)} compiles nothing; levels 2 and 3 have a backend")
 
 
+def _with_inductor_config(backend: Any, patches: dict) -> Any:
+    """``"inductor"`` with the configuration's Inductor patches; any other backend as it is."""
+    if backend != "inductor":
+        return backend
+    patches = dict(patches)
+
+    def inductor(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
+        from torch._inductor.compile_fx import compile_fx  # Inductor: heavy, imported on use
+
+        return compile_fx(gm, example_inputs, config_patches=patches)
+
+    return inductor
+
+
 class TorchCompileWrapperWithCustomDispatcher:
     """Holds the compiled callable and the code objects Dynamo produced for ``forward``."""
 
@@ -101,8 +116,12 @@ class TorchCompileWrapperWithCustomDispatcher:
         cc = config.compilation_config
         backend = level_backend(config, prefix)
         self.atom_backend = backend
-        options = dict(cc.inductor_compile_config) if backend == "inductor" and cc.inductor_compile_config else None
-        self.compiled_callable = torch.compile(self.forward, fullgraph=True, backend=backend, options=options)
+        if not isinstance(backend, VllmBackend):
+            # Level 2's one graph is a recordable launch, as level 3's pieces are, so a graph
+            # recorded around the model records it (inline, or live where an eager region runs
+            # inside it).
+            backend = recording_backend(_with_inductor_config(backend, cc.inductor_compile_config))
+        self.compiled_callable = torch.compile(self.forward, fullgraph=True, backend=backend)
         self.original_code_object = self.__class__.forward.__code__
         self.compiled_codes: list[types.CodeType] = []
         self.use_custom_dispatcher = cc.level >= CompilationLevel.DYNAMO_ONCE
@@ -208,10 +227,26 @@ def _support_torch_compile(cls: type, dynamic_arg_dims: dict[str, Union[int, lis
     return cls
 
 
-def compile_model(model: torch.nn.Module, config: Config) -> Callable:
-    """What a runner runs for ``model`` at ``config``'s level: level 1 wraps the model in Dynamo
-    with the eager backend (a tracing check, full graph); every other level returns the model,
-    which compiles itself (levels 2 and 3) or runs eagerly (level 0, ``enforce_eager``)."""
-    if not config.enforce_eager and config.compilation_config.level == CompilationLevel.DYNAMO_AS_IS:
-        return torch.compile(model, backend="eager", fullgraph=True)
+def compile_model(model: torch.nn.Module, config: Config) -> torch.nn.Module:
+    """What the model runner does to ``model`` at ``config``'s level; returns ``model`` itself.
+
+    At level 1 the runner, not the decorator, compiles: every ``@support_torch_compile`` module in
+    ``model`` (``model`` included) gets its ``forward`` compiled in place by Dynamo with the
+    ``eager`` backend and a full graph (a graph break is an error), as a recordable launch. A model
+    with no such module has its ``@token_graph`` units compiled so, or else its own ``forward``.
+    Compiling in place keeps the module's ``__call__`` (a token-graph unit's record and replay)
+    outside Dynamo. Calling it again compiles nothing more. Every other level returns ``model``
+    untouched: it compiles itself (levels 2 and 3) or runs eagerly (level 0, ``enforce_eager``).
+    """
+    if config.enforce_eager or config.compilation_config.level != CompilationLevel.DYNAMO_AS_IS:
+        return model
+    targets = [m for m in model.modules() if isinstance(m, TorchCompileWrapperWithCustomDispatcher)]
+    if not targets:
+        targets = [m for m in model.modules() if getattr(type(m), "token_graph_per_phase", None) is not None]
+    backend = recording_backend("eager")
+    for module in targets or [model]:
+        if module.__dict__.get("_atom_runner_compiled"):
+            continue
+        module.forward = torch.compile(module.forward, backend=backend, fullgraph=True)
+        module.__dict__["_atom_runner_compiled"] = True
     return model

@@ -134,6 +134,8 @@ class ForwardContext:
     spec_decode_metadata: Optional[SpecDecodeMetadata] = None
     #: ``None`` (run the forward), ``"record"`` (record token graphs) or ``"replay"`` (replay them).
     tr_graph: Optional[str] = None
+    #: How the runner decided the step runs (a ``ForwardMode``), when it decided one.
+    forward_mode: Any = None
 
 
 class _Slot(threading.local):
@@ -162,6 +164,7 @@ def set_forward_context(
     spec_decode_metadata: Optional[SpecDecodeMetadata] = None,
     kv_cache_data: Optional[dict[str, KVCacheTensor]] = None,
     tr_graph: Optional[str] = None,
+    forward_mode: Any = None,
     _depth: int = 2,
 ) -> ForwardContext:
     """Make a new context current for the next forward pass and return it.
@@ -169,7 +172,8 @@ def set_forward_context(
     ``atom_config`` (a ``Config``) contributes ``no_compile_layers`` from its compilation config's
     ``static_forward_context`` when it has one. ``num_tokens_across_dp`` builds the
     :class:`DPMetadata` (capture passes the same count for every rank); give ``dp_metadata`` instead
-    to pass one already built.
+    to pass one already built. ``forward_mode`` (a ``ForwardMode``) that replays a token bucket
+    sets ``tr_graph = "replay"``.
 
     Raises :class:`ForwardContextError` if a context is already in force (its ``set_at`` is named:
     reset it after each pass) or if ``tr_graph`` is not one of :data:`TR_GRAPH_MODES`.
@@ -181,6 +185,10 @@ def set_forward_context(
         )
     if tr_graph not in TR_GRAPH_MODES:
         raise ForwardContextError(f"tr_graph={tr_graph!r} is not one of {TR_GRAPH_MODES}")
+    if getattr(forward_mode, "token_graph", False):
+        if tr_graph not in (None, "replay"):
+            raise ForwardContextError(f"forward_mode replays a token bucket, and tr_graph={tr_graph!r} asks otherwise")
+        tr_graph = "replay"
     if dp_metadata is not None and num_tokens_across_dp is not None:
         raise ForwardContextError("give num_tokens_across_dp or dp_metadata, not both")
     if num_tokens_across_dp is not None:
@@ -195,6 +203,7 @@ def set_forward_context(
         dp_metadata=dp_metadata,
         spec_decode_metadata=spec_decode_metadata,
         tr_graph=tr_graph,
+        forward_mode=forward_mode,
     )
     _slot.current = ctx
     _slot.set_at = _caller(_depth)

@@ -7,9 +7,15 @@ context built on the runner's static buffers. Under FULL the whole forward is a 
 ``FULL_AND_TR_HYBRID``, which the runner records exactly as TR_HYBRID) the model's
 ``@token_graph`` unit records its token buckets.
 
-:meth:`ModelRunner.run_model` dispatches a step by four rules: a prefill runs eagerly;
-``enforce_eager`` runs eagerly; a decode above the largest captured size runs eagerly; any other
-decode replays the bucket it was padded to. ``counters`` counts each outcome.
+The runner refuses a model and configuration that cannot run together (:func:`check_runner_config`)
+and, at level 1, compiles the model itself (:func:`~reference.atom.decorators.compile_model`).
+
+Each step runs as :meth:`~reference.atom.forward_mode.ForwardMode.decide` says: a prefill runs
+eagerly (unless its phase recorded a token bucket); ``enforce_eager`` runs eagerly; a decode above
+the largest captured size runs eagerly; any other decode replays the bucket it was padded to (under
+TR_HYBRID, the bucket of the DP group's largest token count). With ``enable_tbo`` a decode whose
+bucket splits runs as two microbatches. ``counters`` counts each outcome. A drafter (``mtp_k``
+draft tokens per request) records its passes as draft graphs; :meth:`ModelRunner.propose` runs them.
 
 The model is any module with ``model(input_ids, positions) -> hidden_states`` and
 ``model.compute_logits(hidden_states)``; its attention reads the step's metadata from the forward
@@ -26,18 +32,23 @@ from typing import Any, Optional, TextIO
 import torch
 from torch import nn
 
-from reference.atom.config import CompilationConfig, Config, ConfigError, default_capture_sizes
+from reference.atom.config import CompilationConfig, CompilationLevel, Config, ConfigError, default_capture_sizes
+from reference.atom.decorators import TorchCompileWrapperWithCustomDispatcher, compile_model
 from reference.atom.forward_context import (
     AttentionMetaData,
     Context,
+    ForwardContext,
     KVCacheTensor,
     in_forward_context,
     get_forward_context,
+    swapped_forward_context,
 )
+from reference.atom.forward_mode import ForwardMode, decode_bucket_splits, decode_ubatch_request_ranges
 from reference.atom.graph_mode import CUDAGraphMode
-from reference.atom.region_graph import ReqGraph, request_bucket
+from reference.atom.recorder import launch
+from reference.atom.region_graph import PHASES, DraftGraph, ReqGraph, request_bucket, token_graph_of
 
-__all__ = ["ModelRunner", "RunnerCounters", "resolve_capture_sizes"]
+__all__ = ["ModelRunner", "RunnerCounters", "check_runner_config", "resolve_capture_sizes"]
 
 
 @dataclass
@@ -63,12 +74,45 @@ def resolve_capture_sizes(cc: CompilationConfig) -> tuple[list[int], str]:
     return list(cc.cuda_graph_sizes), "cuda_graph_sizes"
 
 
+def _has_token_graph_unit(model: nn.Module) -> bool:
+    return any(getattr(type(m), "token_graph_per_phase", None) is not None for m in model.modules())
+
+
+def check_runner_config(model: nn.Module, config: Config) -> None:
+    """Refuse a model and configuration that cannot run together, naming the field.
+
+    - ``level`` 2 or 3 compiles through ``@support_torch_compile``: a model with no decorated
+      module would silently run eagerly.
+    - A ``cudagraph_mode`` that uses TR_HYBRID records token graphs: the model needs a
+      ``@token_graph`` unit (unless no graph is captured: ``enforce_eager``, ``use_cudagraph=False``).
+    """
+    cc = config.compilation_config
+    if config.enforce_eager:
+        return
+    if cc.level >= CompilationLevel.DYNAMO_ONCE and not any(
+        isinstance(m, TorchCompileWrapperWithCustomDispatcher) for m in model.modules()
+    ):
+        raise ConfigError(
+            "level",
+            f"level {int(cc.level)} compiles through @support_torch_compile, and {type(model).__name__} has no decorated "
+            "module; decorate the model's compiled part, or use level 0 or 1",
+        )
+    mode = cc.cudagraph_mode or CUDAGraphMode.NONE
+    if cc.use_cudagraph and mode.uses_tr_hybrid() and not _has_token_graph_unit(model):
+        raise ConfigError(
+            "cudagraph_mode",
+            f"{mode.name} records token graphs, and {type(model).__name__} has no @token_graph unit; mark the module that "
+            "holds the step's per-token work with @token_graph, or use FULL",
+        )
+
+
 class ModelRunner:
     """Capture and per-step dispatch for one model on one rank.
 
     ``mtp_k`` is the number of draft tokens a request verifies per decode step (0 without a
     drafter); ``kv_cache_data`` is handed to every forward context; ``progress`` is where rank 0
-    reports capture progress (``None``: standard error).
+    reports capture progress (``None``: standard error); ``enable_tbo`` runs decodes whose bucket
+    splits as two microbatches (TBO; ``reference.atom.forward_mode``).
     """
 
     def __init__(
@@ -83,8 +127,18 @@ class ModelRunner:
         max_model_len: int = 0,
         kv_cache_data: Optional[dict[str, KVCacheTensor]] = None,
         progress: Optional[TextIO] = None,
+        enable_tbo: bool = False,
+        drafter: Optional[nn.Module] = None,
     ) -> None:
         self.model = model
+        self.enable_tbo = enable_tbo
+        self.drafter = drafter
+        if drafter is not None and (mtp_k < 1 or not isinstance(getattr(drafter, "hidden_size", None), int)):
+            raise ConfigError(
+                "drafter",
+                f"an MTP drafter needs mtp_k >= 1 (got {mtp_k}) and a hidden_size attribute (the width of the hidden "
+                "state it reads); give both or no drafter",
+            )
         self.config = config
         self.device = torch.device(device)
         self.rank = rank
@@ -94,8 +148,12 @@ class ModelRunner:
         self.kv_cache_data = dict(kv_cache_data or {})
         self.progress = progress
         self.enforce_eager = config.enforce_eager
+        check_runner_config(model, config)
+        # Level 1: the runner, not the decorator, compiles (in place; the model stays this object).
+        compile_model(model, config)
         self.capture_sizes: list[int] = []
         self.req_graph = ReqGraph()
+        self.draft_graph = DraftGraph()
         self.counters = RunnerCounters()
         max_seqs = config.max_num_seqs
         max_tokens = max_seqs * (mtp_k + 1)
@@ -105,11 +163,16 @@ class ModelRunner:
             "positions": torch.zeros(max_tokens, dtype=torch.long, device=self.device),
             "context_lens": torch.zeros(max_seqs, dtype=torch.long, device=self.device),
         }
+        if drafter is not None:
+            self.forward_vars["draft_hidden"] = torch.zeros(max_seqs, drafter.hidden_size, device=self.device)
+            self.forward_vars["draft_ids"] = torch.zeros(max_seqs, dtype=torch.long, device=self.device)
 
     # --- mode ----------------------------------------------------------------------------------
     @property
     def graph_mode(self) -> CUDAGraphMode:
-        if self.enforce_eager:
+        """The mode the runner records and replays with: ``NONE`` under ``enforce_eager`` or
+        ``use_cudagraph=False``, whatever ``cudagraph_mode`` says."""
+        if self.enforce_eager or not self.config.compilation_config.use_cudagraph:
             return CUDAGraphMode.NONE
         return self.config.compilation_config.cudagraph_mode or CUDAGraphMode.NONE
 
@@ -144,9 +207,10 @@ class ModelRunner:
     def capture_cudagraph(self) -> tuple[float, list[int]]:
         """Record a graph per capture size, largest first; return ``(elapsed_s, sizes ascending)``.
 
-        Nothing is recorded (and ``(0.0, [])`` returned) when the graph mode is ``NONE`` or
-        ``enforce_eager`` is set. Raises ``ConfigError`` naming the size field when the largest
-        size is above ``max_num_seqs``.
+        Nothing is recorded (and ``(0.0, [])`` returned) when the graph mode is ``NONE``,
+        ``use_cudagraph`` is off or ``enforce_eager`` is set. Raises ``ConfigError`` naming the size
+        field when the largest size is above ``max_num_seqs``. Under FULL with ``enable_tbo`` a
+        bucket that splits is recorded as a TBO graph (its two microbatches cut at the bucket).
         """
         if self.graph_mode is CUDAGraphMode.NONE:
             return 0.0, []
@@ -175,16 +239,85 @@ class ModelRunner:
                 with in_forward_context(attn, self.config, context, tr_graph="record", **common):
                     self.model(input_ids, positions)
             else:
+                split = _split_of(bs) if self.enable_tbo and decode_bucket_splits(bs) else None
                 with in_forward_context(attn, self.config, context, **common):
                     self.req_graph.record(
-                        request_bucket(bs, q), lambda ids, pos, _lens: self.model(ids, pos), input_ids, positions, context_lens
+                        request_bucket(bs, q),
+                        lambda ids, pos, _lens, split=split: self._forward(ids, pos, split),
+                        input_ids,
+                        positions,
+                        context_lens,
                     )
+            if self.drafter is not None:
+                self._capture_drafter(bs)
             if self.device.type == "cuda":
                 torch.cuda.synchronize()
         self.capture_sizes = sorted(sizes)
         return time.perf_counter() - start, list(self.capture_sizes)
 
+    def _draft_pass(self, hidden: torch.Tensor, token_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        hidden, logits = self.drafter(hidden, token_ids)
+        return hidden, logits.argmax(-1)
+
+    def _capture_drafter(self, bs: int) -> None:
+        """The drafter records each of its ``mtp_k`` passes for ``bs`` requests as a
+        :class:`~reference.atom.region_graph.DraftGraph`, in the pool every graph shares."""
+        fv = self.forward_vars
+        hidden, ids = fv["draft_hidden"][:bs], fv["draft_ids"][:bs]
+        self._draft_pass(hidden, ids)  # warm-up
+        for j in range(self.mtp_k):
+            self.draft_graph.record((bs, j), self._draft_pass, hidden, ids)
+
+    def propose(self, hidden: torch.Tensor, token_ids: torch.Tensor) -> torch.Tensor:
+        """The drafter's ``mtp_k`` passes from each request's last hidden state and token: the
+        draft tokens ``[batch, mtp_k]``. Replays the draft graphs of the padded bucket when the
+        batch fits the ladder; runs the drafter eagerly otherwise."""
+        if self.drafter is None:
+            raise ConfigError("drafter", "propose() needs a runner built with a drafter")
+        bs = int(token_ids.shape[0])
+        replay = bool(self.capture_sizes) and not self.enforce_eager and bs <= self.capture_sizes[-1]
+        drafts = []
+        if replay:
+            running_bs = self.padded_batch(bs)
+            if running_bs != bs:
+                hidden = torch.cat([hidden, hidden.new_zeros(running_bs - bs, hidden.shape[1])])
+                token_ids = torch.cat([token_ids, token_ids.new_zeros(running_bs - bs)])
+            for j in range(self.mtp_k):
+                hidden, token_ids = self.draft_graph.replay((running_bs, j), hidden, token_ids)
+                drafts.append(token_ids[:bs].clone())  # the next replay overwrites the outputs
+            self.counters.replays += 1
+        else:
+            for _ in range(self.mtp_k):
+                hidden, token_ids = self._draft_pass(hidden, token_ids)
+                drafts.append(token_ids)
+            self.counters.count_eager("draft_above_largest_size" if self.capture_sizes else "draft_nothing_captured")
+        return torch.stack(drafts, dim=1)
+
     # --- steps ---------------------------------------------------------------------------------
+    def _token_buckets(self) -> dict[str, list[int]]:
+        units = [m for m in self.model.modules() if getattr(type(m), "token_graph_per_phase", None) is not None]
+        if not units:
+            return {}
+        graph = token_graph_of(units[0])
+        return {phase: graph.captured_sizes(phase) for phase in PHASES}
+
+    def decide(
+        self, batch_size: int, num_tokens: int, *, is_prefill: bool, num_tokens_across_dp: Optional[list[int]] = None
+    ) -> ForwardMode:
+        """The :class:`ForwardMode` of a step of ``batch_size`` requests and ``num_tokens`` rows."""
+        return ForwardMode.decide(
+            self.graph_mode,
+            is_prefill=is_prefill,
+            batch_size=batch_size,
+            num_tokens=num_tokens,
+            max_q_len=self.max_q_len,
+            capture_sizes=self.capture_sizes,
+            token_buckets=self._token_buckets() if self._tr_hybrid_active() and self.capture_sizes else {},
+            enforce_eager=self.enforce_eager,
+            enable_tbo=self.enable_tbo,
+            num_tokens_across_dp=num_tokens_across_dp,
+        )
+
     def padded_batch(self, batch_size: int) -> int:
         """The captured size a decode of ``batch_size`` requests pads to (itself when none fits)."""
         for size in self.capture_sizes:
@@ -192,32 +325,49 @@ class ModelRunner:
                 return size
         return batch_size
 
-    def _replays(self, batch_size: int, is_prefill: bool) -> bool:
-        return not (is_prefill or self.enforce_eager or not self.capture_sizes or batch_size > self.capture_sizes[-1])
+    def _forward(self, input_ids: torch.Tensor, positions: torch.Tensor, split: Optional[tuple[int, int]]) -> torch.Tensor:
+        """The model's forward, or, with a TBO ``split``, its two microbatches one after the other,
+        each under a forward context laid out for its requests."""
+        if split is None:
+            return self.model(input_ids, positions)
+        fc = get_forward_context()
+        q = self.max_q_len
+        outs, first = [], 0
+        for count in split:
+            rows = slice(first * q, (first + count) * q)
+            with swapped_forward_context(_ubatch_context(fc, first, count, q, rows)):
+                outs.append(self.model(input_ids[rows], positions[rows]))
+            first += count
+        # The join is a launch of its own, so a recording around the two microbatches replays it.
+        return launch(torch.cat, (outs,), eager=False, name="tbo join", compiled=False)
 
     def run_model(self, input_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """One forward under the forward context in force; returns ``(logits, hidden_states)``."""
+        """One forward under the forward context in force; returns ``(logits, hidden_states)``.
+
+        Runs as the context's ``forward_mode`` says (decided from the context when it has none):
+        eagerly (as two microbatches for a TBO split), by replaying the token bucket the unit
+        records (``tr_graph = "replay"``), or by replaying the request graph of its bucket.
+        """
         fc = get_forward_context()
         context = fc.context
         if context is None:
             raise ConfigError("forward_context", "run_model needs a forward context with a Context; set one first")
-        bs = context.batch_size
-        if context.is_prefill:
-            self.counters.count_eager("prefill")
-        elif self.enforce_eager:
-            self.counters.count_eager("enforce_eager")
-        elif not self.capture_sizes or bs > self.capture_sizes[-1]:
-            self.counters.count_eager("above_largest_size")
-        else:
-            self.counters.replays += 1
-            if self._tr_hybrid_active():
-                hidden = self.model(input_ids, context.positions)  # the unit replays (tr_graph="replay")
-            else:
-                key = request_bucket(context.running_bs, fc.attn_metadata.max_seqlen_q)
-                hidden = self.req_graph.replay(key, input_ids, context.positions, fc.attn_metadata.context_lens)
-            hidden = hidden[: bs * self.max_q_len]
+        mode = fc.forward_mode
+        if mode is None:
+            mode = self.decide(context.running_bs or context.batch_size, int(input_ids.shape[0]), is_prefill=context.is_prefill)
+        if not mode.replays:
+            self.counters.count_eager(mode.reason)
+            hidden = self._forward(input_ids, context.positions, mode.ubatch_split_bs)
             return self.model.compute_logits(hidden), hidden
-        hidden = self.model(input_ids, context.positions)
+        self.counters.replays += 1
+        if mode.token_graph:
+            if fc.tr_graph != "replay":
+                raise ConfigError("forward_context", "the step replays a token bucket; set the context with forward_mode=... (tr_graph='replay')")
+            hidden = self.model(input_ids, context.positions)
+        else:
+            key = request_bucket(mode.running_bs, fc.attn_metadata.max_seqlen_q)
+            hidden = self.req_graph.replay(key, input_ids, context.positions, fc.attn_metadata.context_lens)
+        hidden = hidden[: mode.batch_size * self.max_q_len] if not mode.is_prefill else hidden[: int(input_ids.shape[0])]
         return self.model.compute_logits(hidden), hidden
 
     def execute(
@@ -228,36 +378,97 @@ class ModelRunner:
         *,
         is_prefill: bool = False,
         max_seqlen_k: Optional[int] = None,
+        query_lens: Optional[torch.Tensor] = None,
+        num_tokens_across_dp: Optional[list[int]] = None,
     ) -> torch.Tensor:
         """Run one step of ``len(context_lens)`` requests and return the logits of its rows.
 
-        A decode that replays is padded to its bucket (padding rows: token 0, position 0, context
-        length 0) in fresh tensors, which the replay copies into the recorded buffers.
+        ``query_lens`` (a prefill) gives each request's new rows; the attention metadata's
+        ``cu_seqlens_q`` is laid out from it. ``num_tokens_across_dp`` is every DP rank's token
+        count (this rank's at ``rank``): under TR_HYBRID every rank pads to the bucket of the
+        group's largest. A step that replays is padded to its bucket (padding rows: token 0,
+        position 0; padding requests: context length 0) in fresh tensors, which the replay copies
+        into the recorded buffers.
         """
         bs = int(context_lens.shape[0])
         rows = int(input_ids.shape[0])
-        replay = self._replays(bs, is_prefill)
-        running_bs = self.padded_batch(bs) if replay else bs
+        if num_tokens_across_dp is not None:
+            if len(num_tokens_across_dp) != self.dp_size or num_tokens_across_dp[self.rank] != rows:
+                raise ConfigError(
+                    "num_tokens_across_dp",
+                    f"{list(num_tokens_across_dp)} does not hold {self.dp_size} ranks' counts with this rank's "
+                    f"{rows} rows at index {self.rank}",
+                )
+        if query_lens is not None and (int(query_lens.sum()) != rows or len(query_lens) != bs):
+            raise ConfigError(
+                "query_lens", f"gives {len(query_lens)} requests of {int(query_lens.sum())} rows for a step of {bs} requests and {rows} rows"
+            )
+        mode = self.decide(bs, rows, is_prefill=is_prefill, num_tokens_across_dp=num_tokens_across_dp)
         q = self.max_q_len
-        if replay and running_bs != bs:
-            pad_rows = running_bs * q - rows
+        if mode.replays and mode.running_tokens > rows:
+            pad_rows = mode.running_tokens - rows
             input_ids = torch.cat([input_ids, input_ids.new_zeros(pad_rows)])
             positions = torch.cat([positions, positions.new_zeros(pad_rows)])
-            context_lens = torch.cat([context_lens, context_lens.new_zeros(running_bs - bs)])
+            if not is_prefill:
+                context_lens = torch.cat([context_lens, context_lens.new_zeros(mode.running_bs - bs)])
+            elif query_lens is not None:  # the padding rows are one more request of their own
+                query_lens = torch.cat([query_lens, query_lens.new_tensor([pad_rows])])
+                context_lens = torch.cat([context_lens, context_lens.new_zeros(1)])
         k_len = max_seqlen_k if max_seqlen_k is not None else int(context_lens.max()) if bs else 0
-        attn, context = self._decode_metadata(running_bs, context_lens, positions, k_len)
-        if is_prefill:
+        attn, context = self._decode_metadata(mode.running_bs, context_lens, positions, k_len)
+        if query_lens is not None:
+            attn.max_seqlen_q = int(query_lens.max()) if bs else 0
+            attn.cu_seqlens_q = torch.cat([query_lens.new_zeros(1), query_lens.cumsum(0)]).to(torch.int32)
+        elif is_prefill:
             attn.max_seqlen_q, attn.cu_seqlens_q = rows, None
         context.batch_size, context.is_prefill = bs, is_prefill
         context.running_tokens = int(input_ids.shape[0])
-        tr_graph = "replay" if replay and self._tr_hybrid_active() else None
+        group = list(num_tokens_across_dp) if num_tokens_across_dp is not None else [context.running_tokens] * self.dp_size
         with in_forward_context(
             attn,
             self.config,
             context,
-            num_tokens_across_dp=[context.running_tokens] * self.dp_size,
+            num_tokens_across_dp=group,
             kv_cache_data=self.kv_cache_data,
-            tr_graph=tr_graph,
+            forward_mode=mode,
         ):
             logits, _ = self.run_model(input_ids)
         return logits[:rows]
+
+
+def _split_of(running_bs: int) -> tuple[int, int]:
+    first, second = decode_ubatch_request_ranges(running_bs)
+    return (len(first), len(second))
+
+
+def _ubatch_context(fc: ForwardContext, first: int, count: int, q: int, rows: slice) -> ForwardContext:
+    """The forward context of one TBO microbatch: requests ``first .. first + count`` of the step,
+    their rows, their context lengths, and the cache slots they own (``block_tables``)."""
+    md = fc.attn_metadata
+    slots = md.block_tables if md.block_tables is not None else torch.arange(len(md.context_lens), device=md.context_lens.device)
+    attn = AttentionMetaData(
+        max_seqlen_q=md.max_seqlen_q,
+        max_seqlen_k=md.max_seqlen_k,
+        cu_seqlens_q=torch.arange(0, count * q + 1, q, dtype=torch.int32, device=md.context_lens.device),
+        context_lens=md.context_lens[first : first + count],
+        block_tables=slots[first : first + count],
+        slot_mapping=md.slot_mapping,
+    )
+    ctx = fc.context
+    context = Context(
+        positions=ctx.positions[rows] if ctx.positions is not None else None,
+        is_prefill=ctx.is_prefill,
+        batch_size=count,
+        running_bs=count,
+        running_tokens=count * q,
+        is_draft=ctx.is_draft,
+    )
+    return ForwardContext(
+        no_compile_layers=fc.no_compile_layers,
+        attn_metadata=attn,
+        kv_cache_data=fc.kv_cache_data,
+        context=context,
+        dp_metadata=fc.dp_metadata,
+        spec_decode_metadata=fc.spec_decode_metadata,
+        forward_mode=fc.forward_mode,
+    )

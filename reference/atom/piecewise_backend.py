@@ -14,7 +14,9 @@ from typing import Any, Callable, Optional
 import torch
 import torch.fx as fx
 
-__all__ = ["ConcreteSizeEntry", "PiecewiseBackend", "PiecewiseCompileInterpreter"]
+from reference.atom.recorder import launch
+
+__all__ = ["ConcreteSizeEntry", "PiecewiseBackend", "PiecewiseCompileInterpreter", "SplittingPiece"]
 
 
 @dataclasses.dataclass
@@ -60,6 +62,11 @@ class PiecewiseBackend:
         return int(args[self.sym_shape_indices[0]])
 
     def __call__(self, *args: Any) -> Any:
+        # A recordable launch: a graph recorded around the compiled model (token and request
+        # graphs) records each piece inline, on the CPU recorder as on CUDA.
+        return launch(self._run, args, eager=False, name=f"piece{self.piecewise_compile_index}")
+
+    def _run(self, *args: Any) -> Any:
         if not self.first_run_finished:
             # The first call is the warm-up Dynamo runs right after compiling: general shape.
             self.first_run_finished = True
@@ -149,3 +156,15 @@ class PiecewiseCompileInterpreter(torch.fx.Interpreter):
             if self.on_compiled is not None:
                 self.on_compiled(target, backend)
         return output
+
+
+class SplittingPiece:
+    """A splitting-op piece of the stitching module, left uncompiled and called as a recordable
+    launch: recorded inline, unless the op is an eager region, which breaks a token graph there."""
+
+    def __init__(self, graph: fx.GraphModule, name: str) -> None:
+        self.graph = graph
+        self.name = name
+
+    def __call__(self, *args: Any) -> Any:
+        return launch(self.graph, args, eager=False, name=self.name)

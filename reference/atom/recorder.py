@@ -16,11 +16,18 @@ The contract, whatever the device:
 
 On CUDA a recording is one ``torch.cuda.CUDAGraph`` per segment. On the CPU there is no stream
 capture, so the recording is the sequence of launches itself: every compiled callable (a graph the
-``torch.compile`` backend returned, wrapped by :func:`recording_backend`) and every eager region
-called while recording is kept with the tensors it read and the tensors it returned. Replay calls
-each again on the recorded tensors and copies the results to the recorded outputs. Tensor work that
-goes through neither (plain eager ops outside a compiled piece) is invisible to the CPU recorder,
-as host work is to a CUDA graph; a recording whose outputs no launch produced is refused.
+``torch.compile`` backend returned, wrapped by :func:`recording_backend`; a level-3 piece, compiled
+or splitting; a level-2 graph) and every eager region called while recording is kept with the
+tensors it read and the tensors it returned. Replay calls each again on the recorded tensors and
+copies the results to the recorded outputs. A launch made inside another (an eager region inside a
+splitting piece or a whole compiled graph) is part of the outer one; when it breaks the recording,
+the outer launch replays live, which on the CPU is what the segments around the break and the live
+region amount to.
+
+When nothing compiled ran (an eager model: level 0), the whole forward is recorded as one launch,
+the CPU's stand-in for a stream capture of its kernels. When compiled pieces ran, tensor work that
+goes through no launch (plain eager ops between pieces) is invisible to the CPU recorder, as host
+work is to a CUDA graph; a recording whose outputs no launch produced is refused.
 
 Every recording lays its launches' outputs out in one :class:`GraphPool`. Recordings are never in
 use at once (a graph's outputs are consumed before another replays), so each lays out from offset 0
@@ -48,9 +55,11 @@ __all__ = [
     "Launch",
     "Recording",
     "active_recording",
+    "drain_collectives",
     "launch",
     "new_recording",
     "recording_backend",
+    "track_collective",
 ]
 
 _ALIGN = 64  # bytes; every slot in the pool starts on a cache line
@@ -123,6 +132,46 @@ class Launch:
     eager: bool
     name: str
     context: Optional[ForwardContext] = None
+    #: A compiled graph or piece (not an eager region, not glue such as a join of microbatches).
+    compiled: bool = True
+
+
+class _PendingCollectives:
+    """Asynchronous collectives issued eagerly and not yet waited on (``torch.distributed`` work
+    handles). Every recording drains them first: a collective still pending on a stream that a
+    capture joins invalidates the capture (the seed's NCCL-watchdog drain); on the CPU, with
+    nothing pending, draining is a no-op."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._works: list[Any] = []
+
+    def track(self, work: Any) -> Any:
+        with self._lock:
+            self._works.append(work)
+        return work
+
+    def drain(self) -> int:
+        with self._lock:
+            works, self._works = self._works, []
+        for work in works:
+            work.wait()
+        return len(works)
+
+
+_PENDING = _PendingCollectives()
+
+
+def track_collective(work: Any) -> Any:
+    """Register an async collective's work handle (``dist.all_reduce(..., async_op=True)``) so that
+    the next recording waits for it before it starts; returns ``work``."""
+    return _PENDING.track(work)
+
+
+def drain_collectives() -> int:
+    """Wait for every tracked collective; returns how many were pending. Called before each
+    recording (the drain-before-record step)."""
+    return _PENDING.drain()
 
 
 class _Active(threading.local):
@@ -138,15 +187,22 @@ def active_recording() -> Optional["Recording"]:
     return _active.recording
 
 
-def launch(fn: Callable, args: tuple, kwargs: Optional[dict] = None, *, eager: bool, name: str = "") -> Any:
+def launch(
+    fn: Callable, args: tuple, kwargs: Optional[dict] = None, *, eager: bool, name: str = "", compiled: Optional[bool] = None
+) -> Any:
     """Call ``fn(*args, **kwargs)``; while a recording is capturing, as a recorded launch.
 
     ``eager=True`` marks an eager region: a break point for recordings that break at them.
+    ``compiled`` (default: ``not eager``) says whether ``fn`` is compiled work; ``False`` for glue
+    (a copy, a join) that the runner adds around an otherwise eager model.
     """
     rec = _active.recording
     if rec is None:
         return fn(*args, **(kwargs or {}))
-    return rec._launch(fn, tuple(args), dict(kwargs or {}), eager=eager, name=name or getattr(fn, "__name__", "launch"))
+    compiled = (not eager) if compiled is None else compiled
+    return rec._launch(
+        fn, tuple(args), dict(kwargs or {}), eager=eager, name=name or getattr(fn, "__name__", "launch"), compiled=compiled
+    )
 
 
 class _RecordedPiece:
@@ -195,6 +251,8 @@ class Recording:
         self.static_inputs: tuple[torch.Tensor, ...] = ()
         self.outputs: Any = None
         self.replays = 0
+        #: How many pending collectives the drain before this recording waited for.
+        self.drained = 0
         self._recorded = False
 
     # --- shared -----------------------------------------------------------------------------
@@ -214,6 +272,7 @@ class Recording:
         if bad:
             raise GraphCaptureError(f"{self.name}: static input(s) {bad} are not tensors; a graph reads tensors only")
         self.static_inputs = tuple(static_inputs)
+        self.drained = drain_collectives()
         out = self._record(fn)
         self._recorded = True
         return out
@@ -255,7 +314,7 @@ class Recording:
     def _replay(self) -> None:
         raise NotImplementedError
 
-    def _launch(self, fn: Callable, args: tuple, kwargs: dict, *, eager: bool, name: str) -> Any:
+    def _launch(self, fn: Callable, args: tuple, kwargs: dict, *, eager: bool, name: str, compiled: bool = True) -> Any:
         raise NotImplementedError
 
     @contextlib.contextmanager
@@ -281,23 +340,47 @@ class CPURecording(Recording):
     def __init__(self, *, pool: GraphPool, break_at_eager_regions: bool, name: str = "graph") -> None:
         super().__init__(pool=pool, break_at_eager_regions=break_at_eager_regions, name=name)
         self.launches: list[Launch] = []
+        self._children: list[Launch] = []
         self._layout = _Layout()
 
     @property
     def nbytes(self) -> int:
         return self._layout.nbytes
 
-    def _launch(self, fn: Callable, args: tuple, kwargs: dict, *, eager: bool, name: str) -> Any:
-        out = fn(*args, **kwargs)
-        live = eager and self.break_at_eager_regions
-        self.launches.append(
-            Launch(fn, args, kwargs, out, eager=live, name=name, context=None if live else get_forward_context())
+    def _launch(self, fn: Callable, args: tuple, kwargs: dict, *, eager: bool, name: str, compiled: bool = True) -> Any:
+        # Launches made while this one runs (an eager region inside a splitting piece, or inside a
+        # whole compiled graph) are not kept apart: replaying this launch calls them again. If one
+        # of them breaks the recording, this launch is replayed live, under the live forward
+        # context, which is what the segments around the break and the live region amount to.
+        outer, self._children = self._children, []
+        try:
+            out = fn(*args, **kwargs)
+        finally:
+            children, self._children = self._children, outer
+        live = (eager and self.break_at_eager_regions) or any(c.eager for c in children)
+        self._children.append(
+            Launch(
+                fn, args, kwargs, out, eager=live, name=name, context=None if live else get_forward_context(),
+                compiled=compiled or any(c.compiled for c in children),
+            )
         )
         return out
 
     def _record(self, fn: Callable) -> Any:
+        self._children = []
         with self._capturing():
             out = fn(*self.static_inputs)
+        launches, self._children = self._children, []
+        if not any(item.compiled for item in launches):
+            # Nothing compiled ran (an eager model, level 0): the CPU stand-in for a stream capture
+            # of its kernels is the whole forward as one launch, live when a region broke it.
+            live = any(item.eager for item in launches)
+            fwd = Launch(
+                fn, tuple(self.static_inputs), {}, out, eager=live, name=f"{self.name}:eager forward",
+                context=None if live else get_forward_context(),
+            )
+            launches = [fwd]
+        self.launches = launches
         self._lay_out(out)
         return out
 
@@ -350,8 +433,8 @@ class CPURecording(Recording):
             if ptr not in self._layout.offsets and ptr not in static_ptrs:
                 raise GraphCaptureError(
                     f"{self.name}: output {i} of the recorded forward was not produced by a recorded launch; on the "
-                    "CPU recorder every tensor op must run in a compiled piece (torch.compile with "
-                    "recording_backend(...)) or in an @eager_region"
+                    "CPU recorder a forward that runs compiled pieces must run every tensor op in one (torch.compile "
+                    "with recording_backend(...), or a level 2 or 3 model) or in an @eager_region"
                 )
         self.outputs = pytree.tree_map(move, out)
 
@@ -386,7 +469,7 @@ class CUDARecording(Recording):
         graph.capture_end()
         self.segments.append(graph)
 
-    def _launch(self, fn: Callable, args: tuple, kwargs: dict, *, eager: bool, name: str) -> Any:
+    def _launch(self, fn: Callable, args: tuple, kwargs: dict, *, eager: bool, name: str, compiled: bool = True) -> Any:
         if not (eager and self.break_at_eager_regions):
             return fn(*args, **kwargs)  # captured into the open segment
         self._end()

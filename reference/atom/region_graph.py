@@ -34,6 +34,7 @@ from reference.atom.recorder import GraphCaptureError, GraphPool, Recording, lau
 
 __all__ = [
     "PHASES",
+    "DraftGraph",
     "ReqGraph",
     "TokenGraph",
     "eager_region",
@@ -201,6 +202,9 @@ def token_graph_of(module: nn.Module) -> TokenGraph:
 class ReqGraph:
     """Whole-forward recordings keyed by :func:`request_bucket` (FULL mode)."""
 
+    kind = "request bucket"
+    key_names = "(running_bs, draft_num)"
+
     def __init__(self, name: str = "req_graph", *, pool: Optional[GraphPool] = None) -> None:
         self.name = name
         self.pool = pool if pool is not None else graph_pool()
@@ -221,7 +225,7 @@ class ReqGraph:
         rec = self._recordings.get(key)
         if rec is None:
             raise GraphCaptureError(
-                f"{self.name}: no graph for request bucket {key} (running_bs, draft_num); recorded: {sorted(self._recordings)}"
+                f"{self.name}: no graph for {self.kind} {key} {self.key_names}; recorded: {sorted(self._recordings)}"
             )
         return rec.replay(*live_inputs)
 
@@ -233,3 +237,15 @@ class ReqGraph:
 
     def recordings(self) -> list[Recording]:
         return list(self._recordings.values())
+
+
+class DraftGraph(ReqGraph):
+    """A drafter's recordings (MTP-style speculative decoding), keyed by ``(running_bs, pass)``:
+    the drafter records each of its passes per batch bucket, in either graph mode, in the same pool
+    as every other graph (:func:`graph_pool`). Drafters are not ``@token_graph`` units."""
+
+    kind = "draft bucket"
+    key_names = "(running_bs, pass)"
+
+    def __init__(self, name: str = "draft_graph", *, pool: Optional[GraphPool] = None) -> None:
+        super().__init__(name, pool=pool)

@@ -27,6 +27,7 @@ import torch.distributed as dist
 from reference.backends.neuron import compile_fx_graph
 from reference.cache.staging import StagedGraph, read_staged
 from reference.core import env
+from reference.core.folders import trusted_folder
 from reference.core.specs import LoweredGraph
 from reference.pipeline import DEFAULT_KEY, KEY_POLICIES, KeyPolicy, Lowering, lower, stage
 from reference.spmd.guards import mark_staged_rank
@@ -53,7 +54,7 @@ def capture_to(path: str | os.PathLike, *, key_policy: str = "default") -> Itera
 
 
 def capture_dir() -> str:
-    return _capture_dir.get() or os.path.join(env.get(env.HLO_CACHE_DIR), "captured")
+    return _capture_dir.get() or os.path.join(trusted_folder(env.HLO_CACHE_DIR), "captured")
 
 
 class CaptureLog:

@@ -22,11 +22,11 @@ from __future__ import annotations
 
 import logging
 import time
-import warnings
 from typing import Any, Callable, Mapping
 
 import torch
 from torch._dynamo.backends.common import aot_autograd  # the flattening path of _aot only
+from torch._functorch._aot_autograd.utils import make_boxed_func
 
 from reference.cache import plan_cache
 from reference.cache.hlo_cache import NO_PASSES, PASS_IDENTITY_META
@@ -36,23 +36,28 @@ from reference.backends.api import preflight
 from reference.backends.debug_artifacts import DEBUG_ARTIFACTS
 from reference.compiler.scope import apply_platform_compiler_args, apply_scoped_compiler_args
 from reference.core import env
-from reference.core.errors import BackendOptionError, DynamicShapeError, NEFFCompilationError, NeuronBackendError
+from reference.core.diagnostics import ensure_default_handler, warn_user
+from reference.core.errors import (
+    BackendOptionError, DynamicShapeError, LoweringError, NEFFCompilationError, NeuronBackendError,
+    TrainingUnsupportedError,
+)
 from reference.core.metrics import METRICS
 from reference.core.settings import get_model_name
 from reference.fx_passes import get_default_pass_manager
 from reference.lowering import nki_sdpa
-from reference.pipeline import CompiledGraph, compile_aten_graph
+from reference.pipeline import CompiledGraph, compile_aten_graph, lower
+from reference.spmd.errors import SPMDViolationError
 
 log = logging.getLogger(__name__)
 
 DEFAULT_TARGET_DEVICE = "cpu"
 
-# option -> (accepted types, description); the only keys the backend reads.
-KNOWN_OPTIONS: dict[str, tuple[tuple[type, ...], str]] = {
-    "compiler_args": ((list, tuple, str, type(None)), "list of compiler flags"),
-    "enable_fx_passes": ((bool,), "run the FX pass stage (default True)"),
-    "target_device": ((str,), "device the FX passes move graph constants to (default 'cpu')"),
-    "target": ((str,), "target platform, trn2 or trn3"),
+# option -> (accepted types, what a value looks like, what it does); the only keys the backend reads.
+KNOWN_OPTIONS: dict[str, tuple[tuple[type, ...], str, str]] = {
+    "compiler_args": ((list, tuple, str, type(None)), "a list of strings (or one string)", "the compiler flags"),
+    "enable_fx_passes": ((bool,), "True or False", "whether the FX pass stage runs; default True"),
+    "target_device": ((str,), "a string", "the device the FX passes move graph constants to; default 'cpu'"),
+    "target": ((str,), "a string", "the target platform: trn2 or trn3"),
 }
 
 
@@ -65,14 +70,15 @@ def normalize_options(options: Mapping[str, Any] | None) -> dict[str, Any]:
     out = dict(options)
     unknown = sorted(k for k in out if k not in KNOWN_OPTIONS)
     if unknown:
-        warnings.warn(
+        warn_user(
             f"neuron backend: options {unknown} are not read by this backend and are ignored; "
-            f"known options: {sorted(KNOWN_OPTIONS)}",
-            stacklevel=3,
+            f"known options: {sorted(KNOWN_OPTIONS)}"
         )
-    for k, (types, what) in KNOWN_OPTIONS.items():
+    for k, (types, shape, meaning) in KNOWN_OPTIONS.items():
         if k in out and not isinstance(out[k], types):
-            raise BackendOptionError(f"options[{k!r}] must be a {what}, got {type(out[k]).__name__}")
+            raise BackendOptionError(
+                f"options[{k!r}] must be {shape} ({meaning}), got {type(out[k]).__name__} {out[k]!r}"
+            )
     return out
 
 
@@ -105,6 +111,7 @@ def compile_fx_graph(
     made it, when ``gm`` is a copy that no longer shows it (the precompile cache's rebuild).
     """
     preflight()
+    ensure_default_handler()
     if _symbolic(example_inputs):
         _reject_explicit_dynamic()
         return _PerShape(gm, options, seam=seam, handler=handler)
@@ -131,6 +138,8 @@ def compile_fx_graph(
             gm = manager.run_passes(
                 gm, target_device=options.get("target_device", DEFAULT_TARGET_DEVICE), graph_name=f"{model_name}_dynamo"
             )
+        except SPMDViolationError:  # a guard rail under the strict flag: never a fallback (docs/spmd.md)
+            raise
         except NeuronBackendError as exc:  # a pass that fails is a compile failure like any other
             return _eager_fallback(exc, eager_gm)
         fx_us = int((time.perf_counter() - start) * 1e6)
@@ -173,8 +182,31 @@ def compile_fx_graph(
         _write_debug_artifacts(graph_name, aten_gm.code, compiled)
         return _with_fallback(compiled, aten_gm)
 
+    def bw_compiler(aten_gm: torch.fx.GraphModule, _aten_inputs: list):
+        # Called while the forward compiles (see _aot): the backward graph is lowered now, so a
+        # graph that cannot be trained is refused with its forward (and falls back with it); it is
+        # built and loaded at its first backward(), so a forward under grad mode that never
+        # calls backward() (evaluation without no_grad) pays for a lowering, not a compile.
+        aot_id, graph_type = _aot_names()
+        nth = METRICS.next_graph_index(model_name, aot_id, graph_type)
+        graph_name = f"{model_name}_{aot_id}_{graph_type}_{nth}"
+        aten_gm.meta[PASS_IDENTITY_META] = pass_identity
+        try:
+            lower(aten_gm, graph_name=graph_name)  # through the HLO cache: the first backward() finds it there
+        except LoweringError as exc:
+            raise TrainingUnsupportedError(exc) from exc
+
+        def build():
+            compiled = handler(
+                aten_gm, graph_name=graph_name, compiler_args=compiler_args, model_name=model_name, fx_passes_us=fx_us
+            )
+            _write_debug_artifacts(graph_name, aten_gm.code, compiled)
+            return compiled
+
+        return _BackwardGraph(build, aten_gm, graph_name)
+
     try:
-        compiled_fn = _aot(gm, example_inputs, fw_compiler, nki_sdpa.decompositions())
+        compiled_fn = _aot(gm, example_inputs, fw_compiler, bw_compiler, nki_sdpa.decompositions())
     except NeuronBackendError as exc:
         return _eager_fallback(exc, gm)
     if len(made) == 1:  # one inference graph whose wrapper would only copy mutated inputs back
@@ -187,31 +219,56 @@ def compile_fx_graph(
     return _device.place(compiled_fn, user_indices, graph_name=f"{model_name}_dynamo")
 
 
-def _aot(gm: torch.fx.GraphModule, example_inputs: list, fw_compiler: Callable, decompositions) -> Callable:
-    """AOT Autograd around ``fw_compiler`` (forward, inference and backward graphs alike).
+def _aot(gm: torch.fx.GraphModule, example_inputs: list, fw_compiler: Callable, bw_compiler: Callable, decompositions) -> Callable:
+    """AOT Autograd around ``fw_compiler`` (forward and inference graphs) and ``bw_compiler``
+    (backward graphs), which AOT Autograd calls while the forward compiles rather than at the first
+    ``backward()``: ``bw_compiler`` decides then whether the graph can be trained.
 
     This is what ``torch._dynamo.backends.common.aot_autograd`` does for flat inputs, called
     directly: that wrapper also turns on Inductor's AOT logging, and importing it imports Inductor's
     scheduler (0.25-0.5 s of every process's first compile, for a backend that never uses
     Inductor). Nested inputs (lists, tuples, dicts) still go through the wrapper, which flattens them.
     """
-    if any(isinstance(x, (list, tuple, dict)) for x in example_inputs):
-        return aot_autograd(fw_compiler=fw_compiler, bw_compiler=fw_compiler, decompositions=decompositions)(
-            gm, example_inputs
-        )
     from torch._dynamo import disable
+    from torch._functorch import config as functorch_config
     from torch._functorch.aot_autograd import aot_module_simplified
 
-    def bw_compiler(*args, **kwargs):
+    def boxed_bw_compiler(*args, **kwargs):
         # neither the compile of a backward graph nor the callable it returns is traced by Dynamo
-        return disable(disable(fw_compiler, reason="the neuron backward compiler")(*args, **kwargs),
-                       reason="a compiled neuron backward graph")
+        run = disable(bw_compiler, reason="the neuron backward compiler")(*args, **kwargs)
+        return make_boxed_func(disable(run, reason="a compiled neuron backward graph"))
 
-    compiled = aot_module_simplified(
-        gm, example_inputs, fw_compiler=fw_compiler, bw_compiler=bw_compiler, inference_compiler=fw_compiler,
-        decompositions=decompositions,
-    )
+    with functorch_config.patch(force_non_lazy_backward_lowering=True):
+        if any(isinstance(x, (list, tuple, dict)) for x in example_inputs):
+            return aot_autograd(fw_compiler=fw_compiler, bw_compiler=boxed_bw_compiler, decompositions=decompositions)(
+                gm, example_inputs
+            )
+        compiled = aot_module_simplified(
+            gm, example_inputs, fw_compiler=fw_compiler, bw_compiler=boxed_bw_compiler, inference_compiler=fw_compiler,
+            decompositions=decompositions,
+        )
     return disable(compiled, reason="a compiled neuron graph")
+
+
+class _BackwardGraph:
+    """A backward graph, lowered when its forward compiled, built and loaded at its first call.
+
+    A failure to build or run it takes the fallback of every graph: re-raised (the default), or,
+    with ``TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION=0``, a warning and the graph run eagerly."""
+
+    def __init__(self, build: Callable[[], Callable], aten_gm: torch.fx.GraphModule, graph_name: str) -> None:
+        self._build = build
+        self._aten_gm = aten_gm
+        self.graph_name = graph_name
+        self._run: Callable | None = None
+
+    def __call__(self, *args):
+        if self._run is None:
+            try:
+                self._run = _with_fallback(self._build(), self._aten_gm)
+            except NeuronBackendError as exc:
+                self._run = _eager_fallback(exc, self._aten_gm)
+        return self._run(*args)
 
 
 def _eager_fallback(exc: NeuronBackendError, gm: torch.fx.GraphModule) -> Callable:
@@ -219,7 +276,8 @@ def _eager_fallback(exc: NeuronBackendError, gm: torch.fx.GraphModule) -> Callab
     the original graph eagerly."""
     if env.get(env.DISABLE_FALLBACK_EXECUTION):
         raise exc
-    warnings.warn(f"neuron backend: compilation failed, running the graph eagerly: {exc}", stacklevel=3)
+    warn_user(f"neuron backend: compilation failed, running the graph eagerly: {exc}")
+    METRICS.note_fallback(getattr(exc, "graph_name", None) or "a Dynamo graph", f"compilation failed: {exc}")
     return gm.forward
 
 
@@ -316,7 +374,8 @@ def _with_fallback(compiled, aten_gm):
         try:
             return compiled(*args)
         except NeuronBackendError as exc:
-            warnings.warn(f"neuron backend: execution failed, running the graph eagerly: {exc}", stacklevel=2)
+            warn_user(f"neuron backend: execution failed, running the graph eagerly: {exc}")
+            METRICS.note_fallback(getattr(compiled, "graph_name", None) or "a graph", f"execution failed: {exc}")
             return aten_gm(*args)
 
     return run
@@ -326,7 +385,7 @@ def _with_fallback(compiled, aten_gm):
 def neuron_backend(gm: torch.fx.GraphModule, example_inputs: list, options: Mapping[str, Any] | None = None, mode: str | None = None):
     """``backend="neuron"``: compile every graph in-process and run it."""
     if mode not in (None, "default"):
-        warnings.warn(f"neuron backend: mode={mode!r} has no effect; compiling with the default mode", stacklevel=2)
+        warn_user(f"neuron backend: mode={mode!r} has no effect; compiling with the default mode")
     if precompile.enabled():  # TORCH_CACHING_PRECOMPILE: hand PyTorch a rebuildable artifact
         precompile.record(gm, example_inputs, options, compile_fx_graph, graph_digest=plan_cache.graph_digest(gm))
     return compile_fx_graph(gm, example_inputs, options, seam="neuron_libtorch")

@@ -63,3 +63,32 @@ class RecordedCompileFailure(NEFFCompilationError):
 
 class CacheFallbackWarning(UserWarning):
     """A cache could not be used; the compile went ahead without it."""
+
+
+class RecordPathError(NeuronBackendError, ValueError):
+    """A file name read from a cache record points outside the record's folder (an absolute path,
+    ``..``, or a symbolic link). The message names the record and the field, never the value."""
+
+    def __init__(self, record: str, field: str, problem: str) -> None:
+        super().__init__(
+            f"{record}: field {field!r} {problem}; a cache record may only name files inside its own "
+            "folder. Delete the entry (or stage the graph again) and do not copy entries from sources "
+            "you do not trust"
+        )
+        self.record = record
+        self.field = field
+
+
+class UnloadableArtifactError(NeuronBackendError):
+    """An artifact whose checksums match could not be loaded by the runtime, even after it was
+    rebuilt once. The message names the cache entry."""
+
+    def __init__(self, graph_name: str | None, entry: str, cause: BaseException) -> None:
+        super().__init__(
+            f"graph {graph_name!r}: the runtime could not load the artifact of cache entry {entry}, "
+            f"even after evicting and rebuilding it ({type(cause).__name__}: {cause}). Check that the "
+            "installed IREE runtime matches the compiler (pip show iree-base-runtime iree-base-compiler)"
+        )
+        self.graph_name = graph_name
+        self.entry = entry
+        self.cause = cause

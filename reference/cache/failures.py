@@ -25,11 +25,14 @@ import time
 from typing import Any
 
 from reference.cache.errors import RecordedCompileFailure
+from reference.cache.records import INT, NUM, STR, clamp_time, read_record, warn_rejected
 from reference.core.atomic import write_atomic
 
 MAX_ATTEMPTS = 3
 COOLDOWN_S = 600.0
 _LOG_LIMIT = 64_000  # characters of compiler output kept in a record
+_SCHEMA = {"attempts": INT, "last_failure": NUM}
+_OPTIONAL = {"graph_name": STR, "message": STR, "log": STR, "op": STR, "error": STR, "first_failure": NUM}
 
 
 class FailureRecords:
@@ -41,27 +44,35 @@ class FailureRecords:
     def path(self, key: str) -> str:
         return os.path.join(self.root, f"{key}.json")
 
-    def get(self, key: str) -> dict[str, Any] | None:
-        try:
-            with open(self.path(key), encoding="utf-8") as fh:
-                data = json.load(fh)
-        except (OSError, ValueError):
+    def get(self, key: str, *, now: float | None = None) -> dict[str, Any] | None:
+        """The validated record of ``key``, or ``None``. A damaged record (not JSON, fields of the
+        wrong type, not a regular file) or one dated further in the future than clocks drift is
+        absent, with one warning naming the file; a time a little ahead counts as now."""
+        path = self.path(key)
+        rec = read_record(path, "failure record", _SCHEMA, _OPTIONAL, consequence="the key compiles as if it had none")
+        if rec is None:
             return None
-        return data if isinstance(data, dict) else None
+        last = clamp_time(float(rec["last_failure"]), now=now)
+        if last is None:
+            warn_rejected("failure record", path, "field 'last_failure' lies in the future",
+                          "the key compiles as if it had none")
+            return None
+        rec["last_failure"] = last
+        return rec
 
     def check(self, key: str, *, graph_name: str | None = None, now: float | None = None) -> None:
         """Raise :class:`RecordedCompileFailure` when the policy holds this attempt back."""
-        rec = self.get(key)
+        rec = self.get(key, now=now)
         if not rec:
             return
-        attempts = int(rec.get("attempts", 0))
+        attempts = rec["attempts"]
         if attempts < self.max_attempts:
             return
-        waited = (time.time() if now is None else now) - float(rec.get("last_failure", 0))
+        waited = (time.time() if now is None else now) - rec["last_failure"]
         if waited >= self.cooldown_s:
             return
         raise RecordedCompileFailure(
-            graph_name or rec.get("graph_name"), key, attempts, self.cooldown_s - waited, self.path(key), rec.get("log", ""),
+            graph_name or rec.get("graph_name"), key, attempts, self.cooldown_s - waited, self.path(key), rec.get("log") or "",
             recorded=str(rec.get("message") or ""), op=rec.get("op"),
         )
 
@@ -70,7 +81,7 @@ class FailureRecords:
         rec = self.get(key) or {"key": key, "attempts": 0, "first_failure": time.time()}
         said = getattr(error, "reason", None) or str(error)  # without the graph name when it has one
         rec.update(
-            attempts=int(rec.get("attempts", 0)) + 1,
+            attempts=rec["attempts"] + 1,
             last_failure=time.time(),
             graph_name=graph_name,
             error=f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}",

@@ -24,14 +24,17 @@ import hashlib
 import json
 import logging
 import os
-import warnings
 from typing import Any, Mapping, Sequence
 
 import torch
 
+from reference.cache.auth import configured_key, record_verifies, sign_record
 from reference.cache.errors import CacheFallbackWarning
 from reference.cache.key import KEY_LENGTH, tool_versions
+from reference.cache.records import INT, LIST, STR, read_record, valid_key, warn_rejected
 from reference.core import env
+from reference.core.diagnostics import warn_user
+from reference.core.folders import trusted_folder
 from reference.core.atomic import write_atomic
 from reference.core.specs import LoweredGraph, TensorSpec
 
@@ -40,6 +43,9 @@ log = logging.getLogger(__name__)
 #: Node metadata that a lowering reads, and so enters the key.
 HLO_KEY_META = ("replica_groups",)
 RECORD_VERSION = 1
+_SCHEMA = {"record_version": INT, "key": STR, "hlo": STR, "hlo_sha256": STR, "input_specs": LIST, "output_specs": LIST,
+           "node_count": INT}
+_OPTIONAL = {"origins": LIST}
 #: Where the seam records the identity of the pass pipeline that ran, on the ATen graph module.
 PASS_IDENTITY_META = "fx_pass_identity"
 #: The pipeline identity of a compile with the FX pass stage switched off.
@@ -108,10 +114,21 @@ def create_hlo_cache_key(
 
 
 class HloCache:
-    def __init__(self, root: str) -> None:
+    """One JSON record per key under ``root``. Subclasses name their records (``WHAT``), say what a
+    miss costs (``CONSEQUENCE``) and sign under their own ``KIND``."""
+
+    WHAT = "HLO cache record"
+    KIND = "hlo-record"
+    CONSEQUENCE = "lowering the graph again"
+
+    def __init__(self, root: str, *, hmac_key: bytes | None | object = None) -> None:
         self.root = os.path.abspath(root)
+        #: records are signed and checked under this key (the factories pass the configured one)
+        self.hmac_key = hmac_key
 
     def path(self, key: str) -> str:
+        if not valid_key(key):  # a key becomes a file name: never let one leave the folder
+            raise ValueError(f"{key!r} is not a cache key (32 lowercase hex characters)")
         return os.path.join(self.root, f"{key}.json")
 
     def keys(self) -> list[str]:
@@ -119,25 +136,72 @@ class HloCache:
             return []
         return sorted(n[: -len(".json")] for n in os.listdir(self.root) if n.endswith(".json") and not n.startswith("."))
 
-    def get(self, key: str) -> LoweredGraph | None:
+    #: Whether the folder may be a symbolic link. The HLO cache's folder is the user's (checked by
+    #: :func:`~reference.core.folders.trusted_folder`, links to a folder of one's own allowed); a
+    #: folder the cache makes for itself inside it (the plans) is never followed.
+    ROOT_MAY_BE_A_LINK = True
+
+    def _usable_root(self) -> bool:
+        """False (with one warning) when the folder is a symbolic link it may not be: a link
+        planted where the cache creates its own folder would redirect every record."""
+        if not self.ROOT_MAY_BE_A_LINK and os.path.islink(self.root):
+            warn_rejected(f"{self.WHAT.rsplit(' ', 1)[0]} folder", self.root, "it is a symbolic link",
+                          "the cache is not used")
+            return False
+        return True
+
+    def _read(self, key: str, schema, optional) -> dict[str, Any] | None:
+        """The validated, authenticated record of ``key``, or ``None`` (one warning if damaged)."""
+        if not self._usable_root():
+            return None
+        path = self.path(key)
+        consequence = f"it is treated as absent ({self.CONSEQUENCE})"
+        rec = read_record(path, self.WHAT, schema, optional, consequence=consequence)
+        if rec is None:
+            return None
+        why = None
+        if rec["record_version"] != RECORD_VERSION or rec["key"] != key:
+            why = "it is a record of another version or key"
+        elif self.hmac_key is not None and not record_verifies(self.hmac_key, self.KIND, rec):
+            why = "it does not carry a valid HMAC under TORCH_NEURONX_CACHE_HMAC_KEY"
+        if why:
+            warn_rejected(self.WHAT, path, why, consequence)
+            return None
+        return rec
+
+    def _write(self, key: str, rec: dict[str, Any]) -> bool:
+        if not self._usable_root():
+            return False
+        sign_record(self.hmac_key, self.KIND, rec)
         try:
-            with open(self.path(key), encoding="utf-8") as fh:
-                rec = json.load(fh)
-            if rec.get("record_version") != RECORD_VERSION or rec.get("key") != key:
-                raise ValueError("a record of another version or key")
-            if _digest(rec["hlo"].encode()) != rec["hlo_sha256"]:
-                raise ValueError("the text does not match its checksum")
+            os.makedirs(self.root, exist_ok=True)
+            write_atomic(self.path(key), json.dumps(rec), fsync=True)
+            return True
+        except OSError as exc:
+            msg = f"the {self.WHAT.rsplit(' ', 1)[0]} at {self.root} could not be written ({exc}); continuing without it"
+            warn_user(msg, CacheFallbackWarning)
+            return False
+
+    def get(self, key: str) -> LoweredGraph | None:
+        rec = self._read(key, _SCHEMA, _OPTIONAL)
+        if rec is None:
+            return None
+        path = self.path(key)
+        if _digest(rec["hlo"].encode()) != rec["hlo_sha256"]:
+            warn_rejected(self.WHAT, path, "the text does not match its checksum",
+                          f"it is treated as absent ({self.CONSEQUENCE})")
+            return None
+        try:
             return LoweredGraph(
                 hlo=rec["hlo"],
                 input_specs=tuple(TensorSpec.from_json(s) for s in rec["input_specs"]),
                 output_specs=tuple(TensorSpec.from_json(s) for s in rec["output_specs"]),
-                node_count=int(rec["node_count"]),
-                origins=tuple((int(line), str(what)) for line, what in rec.get("origins", ())),
+                node_count=rec["node_count"],
+                origins=tuple((int(line), str(what)) for line, what in rec.get("origins") or ()),
             )
-        except FileNotFoundError:
-            return None
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            log.warning("HLO cache record %s is not usable (%s); lowering again", key, exc)
+        except Exception as exc:  # noqa: BLE001 - any malformed spec means the record is absent
+            warn_rejected(self.WHAT, path, f"a field does not hold what it should ({type(exc).__name__})",
+                          f"it is treated as absent ({self.CONSEQUENCE})")
             return None
 
     def put(self, key: str, lowered: LoweredGraph) -> bool:
@@ -155,19 +219,11 @@ class HloCache:
             # the process that lowered it (another process's paths when the cache is shared)
             "origins": [list(o) for o in lowered.origins],
         }
-        try:
-            os.makedirs(self.root, exist_ok=True)
-            write_atomic(self.path(key), json.dumps(rec), fsync=True)
-            return True
-        except OSError as exc:
-            msg = f"the HLO cache at {self.root} could not be written ({exc}); continuing without it"
-            warnings.warn(msg, CacheFallbackWarning, stacklevel=2)
-            log.warning(msg)
-            return False
+        return self._write(key, rec)
 
 
 def hlo_cache() -> HloCache | None:
     """The configured HLO cache, or ``None`` when caching is disabled."""
     if env.get(env.NEFF_DISABLE_CACHE):
         return None
-    return HloCache(env.get(env.HLO_CACHE_DIR))
+    return HloCache(trusted_folder(env.HLO_CACHE_DIR), hmac_key=configured_key())

@@ -14,8 +14,9 @@ form:
   whitespace and token splitting do not matter while a value never detaches from its flag. Order
   is kept: the compiler lets the last occurrence of a flag win, so two orders can mean two things;
 - the input specs: dtype, shape and stride of each input, in order;
-- the tool versions: torch, torch-mlir, the compiler, the reference, and the host CPU the
-  artifact is built for;
+- the tool versions: torch, torch-mlir, the compiler, the runtime that loads the artifact (an
+  artifact is only known to load in the runtime it was built beside), the reference, and the host
+  CPU the artifact is built for;
 - the replica groups (optional): the mesh a graph's collectives run over, as lists of ranks.
 
 Nothing about the process enters the key: not the working directory, the install path, the hash
@@ -192,6 +193,7 @@ def tool_versions() -> dict[str, str]:
         "torch": torch.__version__,
         "torch_mlir": _ver("torch-mlir"),
         "compiler": compiler_version(),
+        "runtime": _ver("iree-base-runtime"),
         "reference": __version__,
         "host": host_identity(),
     }

@@ -31,18 +31,26 @@ import os
 import shutil
 import socket
 import time
-import warnings
 from dataclasses import dataclass
 
+from reference.core.diagnostics import warn_user
+from reference.cache.auth import configured_key, sign, verify
 from reference.cache.errors import CacheFallbackWarning, CacheLockTimeoutError, CacheWriteError
 from reference.cache.failures import FailureRecords
+from reference.cache.records import INT, NUM, STR, RecordRejected, clamp_time, read_record, read_regular
 from reference.core.atomic import write_atomic
+from reference.core.diagnostics import Heartbeat
 from reference.core.schema import ArtifactMetadata, MetadataError
 
 log = logging.getLogger(__name__)
 
 ARTIFACT_FILE = "model.neff"
 METADATA_FILE = "metadata.json"
+#: The entry's HMAC (hex), present when the publishing process had ``TORCH_NEURONX_CACHE_HMAC_KEY``.
+HMAC_FILE = "entry.hmac"
+_HOLDER_SCHEMA = {"pid": INT, "since": NUM}
+_HOLDER_OPTIONAL = {"host": STR, "graph_name": STR, "key": STR}
+_FROM_ENV = object()
 TMP_PREFIX = ".tmp-"
 DEFAULT_LOCK_TIMEOUT_S = 1200
 _counter = itertools.count()
@@ -101,10 +109,15 @@ class CompileLock:
 class NeffCache:
     """One artifact cache directory plus its local lock directory."""
 
-    def __init__(self, root: str, local_root: str | None = None, *, lock_timeout: float = DEFAULT_LOCK_TIMEOUT_S) -> None:
+    def __init__(
+        self, root: str, local_root: str | None = None, *, lock_timeout: float = DEFAULT_LOCK_TIMEOUT_S,
+        hmac_key: bytes | None | object = _FROM_ENV,
+    ) -> None:
         self.root = os.path.abspath(root)
         self.local_root = os.path.abspath(local_root) if local_root else None
         self.lock_timeout = lock_timeout
+        #: entries are signed and checked under this key (default: ``TORCH_NEURONX_CACHE_HMAC_KEY``)
+        self.hmac_key = configured_key() if hmac_key is _FROM_ENV else hmac_key
         self.failures = FailureRecords(os.path.join(self.root, ".failures"))
 
     # --- paths ---------------------------------------------------------------------------------
@@ -143,30 +156,49 @@ class NeffCache:
         """
         path = self.entry_dir(key)
         meta_path = os.path.join(path, METADATA_FILE)
+        if os.path.islink(path):
+            return self._reject(key, "the entry folder is a symbolic link", evict)
         try:
-            with open(meta_path, encoding="utf-8") as fh:
-                text = fh.read()
-        except FileNotFoundError:
+            raw = read_regular(meta_path)
+        except RecordRejected as why:
+            return self._reject(key, f"{METADATA_FILE} is not usable: {why}", evict)
+        if raw is None:
             return None
-        except (OSError, UnicodeDecodeError) as exc:
-            return self._reject(key, f"unreadable metadata ({exc})", evict)
         try:
-            meta = ArtifactMetadata.from_json(text, source=meta_path)
-        except (MetadataError, TypeError) as exc:
+            meta = ArtifactMetadata.from_json(raw.decode("utf-8"), source=meta_path)
+        except (MetadataError, TypeError, UnicodeDecodeError) as exc:
             return self._reject(key, f"corrupt metadata ({exc})", evict)
+        wrong = _wrong_types(meta)
+        if wrong:
+            return self._reject(key, f"corrupt metadata (field {wrong!r} has the wrong type or value)", evict)
         recorded = meta.extra.get("metadata_sha256")
         if recorded is not None and recorded != _metadata_checksum(meta):
             return self._reject(key, "metadata does not match its own checksum", evict)
         if meta.cache_key != key:
             return self._reject(key, f"metadata names key {meta.cache_key!r}", evict)
         try:
-            with open(os.path.join(path, os.path.basename(meta.artifact_file)), "rb") as fh:
-                artifact = fh.read()
-        except OSError as exc:
-            return self._reject(key, f"unreadable artifact ({exc})", evict)
+            artifact = read_regular(os.path.join(path, ARTIFACT_FILE))
+        except RecordRejected as why:
+            return self._reject(key, f"the artifact is not usable: {why}", evict)
+        if artifact is None:
+            return self._reject(key, "the artifact is missing", evict)
         if len(artifact) != meta.artifact_size or hashlib.sha256(artifact).hexdigest() != meta.artifact_sha256:
             return self._reject(key, "artifact does not match its recorded size and checksum", evict)
+        if self.hmac_key is not None and not self._authentic(key, path, raw, artifact):
+            return self._reject(
+                key, "the entry does not carry a valid HMAC under TORCH_NEURONX_CACHE_HMAC_KEY "
+                "(written without the key, with another key, or altered)", evict,
+            )
         return CacheEntry(key, path, meta, artifact)
+
+    def _authentic(self, key: str, path: str, metadata: bytes, artifact: bytes) -> bool:
+        try:
+            recorded = read_regular(os.path.join(path, HMAC_FILE), limit=1024)
+        except RecordRejected:
+            return False
+        if recorded is None:
+            return False
+        return verify(self.hmac_key, recorded.decode("ascii", "replace").strip(), b"neff-entry", key.encode(), metadata, artifact)
 
     def _reject(self, key: str, why: str, evict: bool) -> None:
         if evict:
@@ -177,14 +209,16 @@ class NeffCache:
 
     def evict(self, key: str, why: str) -> bool:
         """Move an entry out of the way (then delete it); warns. False if there was none."""
-        warnings.warn(f"NEFF cache entry {key} evicted: {why}; it will be recompiled", CacheFallbackWarning, stacklevel=3)
-        log.warning("NEFF cache entry %s evicted: %s; it will be recompiled", key, why)
+        warn_user(f"NEFF cache entry {key} evicted: {why}; it will be recompiled", CacheFallbackWarning)
         trash = os.path.join(self.root, f"{TMP_PREFIX}evicted-{key}-{_host_tag()}-{os.getpid()}-{next(_counter)}")
         try:
             os.rename(self.entry_dir(key), trash)
         except OSError:
             return False
-        shutil.rmtree(trash, ignore_errors=True)
+        if os.path.islink(trash):  # a planted link: remove the link, never what it points at
+            os.unlink(trash)
+        else:
+            shutil.rmtree(trash, ignore_errors=True)
         return True
 
     # --- writing -------------------------------------------------------------------------------
@@ -206,8 +240,11 @@ class NeffCache:
             os.makedirs(self.root, exist_ok=True)
             self._sweep(key)
             os.mkdir(tmp)
+            meta_bytes = metadata.to_json().encode()
             _write(os.path.join(tmp, ARTIFACT_FILE), artifact)
-            _write(os.path.join(tmp, METADATA_FILE), metadata.to_json().encode())
+            _write(os.path.join(tmp, METADATA_FILE), meta_bytes)
+            if self.hmac_key is not None:
+                _write(os.path.join(tmp, HMAC_FILE), sign(self.hmac_key, b"neff-entry", key.encode(), meta_bytes, artifact).encode())
             _fsync_dir(tmp)
             try:
                 os.rename(tmp, final)
@@ -248,7 +285,11 @@ class NeffCache:
         try:
             os.makedirs(os.path.dirname(path), exist_ok=True)
             lock = filelock.FileLock(path, timeout=timeout)
-            lock.acquire()
+            try:
+                lock.acquire(timeout=0)
+            except filelock.Timeout:  # another process compiles this key: say so while waiting
+                with Heartbeat(lambda s: f"waiting for the lock on key {key} held by {self.describe_holder(key)} ({s:.0f} s)"):
+                    lock.acquire()
         except filelock.Timeout:
             raise CacheLockTimeoutError(key, path, timeout, self.describe_holder(key)) from None
         except OSError as exc:
@@ -266,12 +307,12 @@ class NeffCache:
         return self.acquire(key, graph_name=graph_name, timeout=timeout)
 
     def holder(self, key: str) -> dict | None:
-        """The holder note of ``key``'s lock, if one is there (it may be stale: check ``pid``)."""
-        try:
-            with open(self.holder_path(key), encoding="utf-8") as fh:
-                return json.load(fh)
-        except (OSError, ValueError):
-            return None
+        """The holder note of ``key``'s lock, if one is there (it may be stale: check ``pid``).
+        A damaged note is absent (one warning naming it); a ``since`` in the future reads as now."""
+        note = read_record(self.holder_path(key), "lock holder note", _HOLDER_SCHEMA, _HOLDER_OPTIONAL)
+        if note is not None:
+            note["since"] = clamp_time(note["since"]) or time.time()
+        return note
 
     def holders(self) -> list[dict]:
         """Holder notes of every lock that has one (compiles in progress, or stale notes)."""
@@ -289,11 +330,28 @@ class NeffCache:
         note = self.holder(key)
         if not note:
             return "a process that left no holder note"
-        since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(note.get("since", 0)))
+        since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(note["since"]))
         text = f"pid {note.get('pid')} on {note.get('host')} (graph {note.get('graph_name')!r}, since {since})"
-        if note.get("host") == socket.gethostname() and isinstance(note.get("pid"), int) and not _pid_alive(note["pid"]):
+        if note.get("host") == socket.gethostname() and 0 < note["pid"] < 1 << 31 and not _pid_alive(note["pid"]):
             text += " [that process has exited; its note is stale]"
         return text
+
+
+def _wrong_types(meta: ArtifactMetadata) -> str | None:
+    """The first metadata field a reader relies on that has the wrong type, or ``None``."""
+    if meta.artifact_file != ARTIFACT_FILE:
+        return "artifact_file"  # always this name: an entry names no other file
+    if not isinstance(meta.artifact_size, int) or isinstance(meta.artifact_size, bool):
+        return "artifact_size"
+    if not isinstance(meta.artifact_sha256, str):
+        return "artifact_sha256"
+    if not isinstance(meta.extra, dict):
+        return "extra"
+    if not isinstance(meta.cache_key, str) or not isinstance(meta.graph_name, str):
+        return "cache_key" if not isinstance(meta.cache_key, str) else "graph_name"
+    if not isinstance(meta.input_specs, list) or not isinstance(meta.output_specs, list):
+        return "input_specs"
+    return None
 
 
 def _write(path: str, data: bytes) -> None:

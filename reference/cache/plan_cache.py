@@ -32,17 +32,17 @@ import hashlib
 import json
 import logging
 import os
-import warnings
 from dataclasses import asdict, dataclass
 from typing import Any, Mapping, Sequence
 
 import torch
 
-from reference.cache.errors import CacheFallbackWarning
+from reference.cache.auth import configured_key
 from reference.cache.hlo_cache import HloCache, graph_fingerprint
 from reference.cache.key import KEY_LENGTH, tool_versions
+from reference.cache.records import DICT, INT, STR, valid_key, warn_rejected
 from reference.core import env
-from reference.core.atomic import write_atomic
+from reference.core.folders import trusted_folder
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +66,8 @@ class InferencePlan:
 
     @classmethod
     def from_json(cls, doc: Mapping[str, Any]) -> "InferencePlan":
+        if not valid_key(doc["hlo_key"]):
+            raise ValueError("hlo_key is not a cache key")
         plan = cls(
             hlo_key=str(doc["hlo_key"]),
             n_inputs=int(doc["n_inputs"]),
@@ -118,37 +120,37 @@ def create_plan_key(digest: str, signature: Sequence[Any], context: Mapping[str,
 
 
 class PlanCache(HloCache):
-    """One ``<key>.json`` per plan, laid out as the HLO cache's records (its ``path`` and ``keys``)."""
+    """One ``<key>.json`` per plan, laid out as the HLO cache's records (its ``path`` and ``keys``,
+    and its reader: a damaged, foreign or unauthenticated record is absent, with one warning)."""
+
+    WHAT = "plan cache record"
+    KIND = "plan-record"
+    CONSEQUENCE = "tracing the graph again"
+    ROOT_MAY_BE_A_LINK = False  # ``plans`` is made by the cache inside the HLO cache's folder
 
     def get(self, key: str) -> InferencePlan | None:
-        try:
-            with open(self.path(key), encoding="utf-8") as fh:
-                rec = json.load(fh)
-            if rec.get("record_version") != RECORD_VERSION or rec.get("key") != key:
-                raise ValueError("a record of another version or key")
-            return InferencePlan.from_json(rec["plan"])
-        except FileNotFoundError:
+        rec = self._read(key, {"record_version": INT, "key": STR, "plan": DICT}, {})
+        if rec is None:
             return None
-        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
-            log.warning("plan cache record %s is not usable (%s); tracing the graph again", key, exc)
+        why = None
+        if not valid_key(rec["plan"].get("hlo_key")):
+            why = "field 'plan.hlo_key' is not a cache key (32 lowercase hex characters)"
+        else:
+            try:
+                return InferencePlan.from_json(rec["plan"])
+            except Exception as exc:  # noqa: BLE001 - any malformed field means the record is absent
+                why = f"its plan is malformed ({type(exc).__name__})"
+        if why:
+            warn_rejected(self.WHAT, self.path(key), why, f"it is treated as absent ({self.CONSEQUENCE})")
             return None
 
     def put(self, key: str, plan: InferencePlan) -> bool:
         """Publish a record; on a directory that cannot be written, warn and return False."""
-        rec = {"record_version": RECORD_VERSION, "key": key, "plan": plan.as_json()}
-        try:
-            os.makedirs(self.root, exist_ok=True)
-            write_atomic(self.path(key), json.dumps(rec), fsync=True)
-            return True
-        except OSError as exc:
-            msg = f"the plan cache at {self.root} could not be written ({exc}); continuing without it"
-            warnings.warn(msg, CacheFallbackWarning, stacklevel=2)
-            log.warning(msg)
-            return False
+        return self._write(key, {"record_version": RECORD_VERSION, "key": key, "plan": plan.as_json()})
 
 
 def plan_cache() -> PlanCache | None:
     """The configured plan cache (beside the HLO cache records), or ``None`` when caching is off."""
     if env.get(env.NEFF_DISABLE_CACHE):
         return None
-    return PlanCache(os.path.join(env.get(env.HLO_CACHE_DIR), "plans"))
+    return PlanCache(os.path.join(trusted_folder(env.HLO_CACHE_DIR), "plans"), hmac_key=configured_key())

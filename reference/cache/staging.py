@@ -17,6 +17,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from reference.cache.records import RecordRejected, confined, read_regular
 from reference.core.schema import ArtifactMetadata, MetadataError
 from reference.core.specs import LoweredGraph, TensorSpec
 
@@ -88,22 +89,37 @@ def read_staged(directory: str | os.PathLike) -> list[StagedGraph]:
     for name in sorted(os.listdir(directory)):
         path = os.path.join(directory, name)
         meta_path = os.path.join(path, METADATA_FILE)
-        if name.startswith(".") or not os.path.isfile(meta_path):
+        if name.startswith(".") or os.path.islink(path) or not os.path.isdir(path):
+            continue  # a temporary directory, or something that is not an entry of this store
+        try:
+            raw = read_regular(meta_path)
+        except RecordRejected as why:
+            raise MetadataError(f"{meta_path}: {why}") from None
+        if raw is None:
             continue
-        with open(meta_path, encoding="utf-8") as fh:
-            meta = ArtifactMetadata.from_json(fh.read(), source=meta_path)
+        try:
+            meta = ArtifactMetadata.from_json(raw.decode("utf-8"), source=meta_path)
+        except UnicodeDecodeError:
+            raise MetadataError(f"{meta_path}: not UTF-8 text") from None
         if meta.stage != "captured":
             continue
-        hlo_path = os.path.join(path, meta.hlo_file or HLO_FILE)
+        # file names read from the record never leave the entry's folder (RecordPathError)
+        hlo_path = confined(path, meta.hlo_file or HLO_FILE, record=meta_path, field="hlo_file")
         program_path = os.path.join(path, PROGRAM_FILE)
         try:
-            with open(hlo_path, encoding="utf-8") as fh:
-                hlo = fh.read()
+            hlo_raw = read_regular(hlo_path)
+            if hlo_raw is None:
+                raise RecordRejected("it is missing")
+            hlo = hlo_raw.decode("utf-8")
             program = None
-            if meta.has_collectives and os.path.isfile(program_path):
-                with open(program_path, encoding="utf-8") as fh:
-                    program = json.load(fh)
-        except (OSError, ValueError) as exc:
-            raise MetadataError(f"{meta_path}: its staged files cannot be read ({exc})") from None
+            program_raw = read_regular(program_path) if meta.has_collectives else None
+            if program_raw is not None:
+                program = json.loads(program_raw.decode("utf-8"))
+                if not isinstance(program, dict):
+                    raise RecordRejected(f"{PROGRAM_FILE} is not a JSON object")
+        except (RecordRejected, UnicodeDecodeError, ValueError) as exc:
+            # the reason only: a staged file's content is never repeated in an error
+            why = exc if isinstance(exc, RecordRejected) else type(exc).__name__
+            raise MetadataError(f"{meta_path}: its staged files cannot be read ({why})") from None
         out.append(StagedGraph(meta.cache_key, path, meta, hlo, program))
     return out

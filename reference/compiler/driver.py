@@ -29,15 +29,20 @@ on file sizes or a full temporary directory cannot truncate an artifact between 
 
 from __future__ import annotations
 
+import ctypes
+import os
 import platform
 import re
 import shlex
+import signal
 import subprocess
+import sys
 import time
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
 from reference.core.errors import CompilerArgumentError, NEFFCompilationError
+from reference.core import env
 
 DEFAULT_OPTLEVEL = 1
 #: The optimization levels, and their short flags: the one -O grammar (the runner's
@@ -92,7 +97,7 @@ def split_args(args: str | Iterable[str] | None) -> list[str]:
     if args is None:
         return []
     if isinstance(args, str):
-        return shlex.split(args)
+        return _shell_split(args)
     tokens: list[str] = []
     for item in args:
         if not isinstance(item, str):
@@ -100,8 +105,17 @@ def split_args(args: str | Iterable[str] | None) -> list[str]:
         if _FLAG_EQ.match(item):
             tokens.append(item.strip())  # "--flag=value with spaces" is one token already
         else:
-            tokens.extend(shlex.split(item))
+            tokens.extend(_shell_split(item))
     return tokens
+
+
+def _shell_split(text: str) -> list[str]:
+    try:
+        return shlex.split(text)
+    except ValueError as exc:  # shlex's bare "No closing quotation" names nothing
+        raise CompilerArgumentError(
+            text, f"cannot be split into arguments ({exc}); close the quote, or escape it with a backslash"
+        ) from None
 
 
 _FLAG_EQ = re.compile(r"^\s*--[\w-]+=")
@@ -250,7 +264,15 @@ def compiler_version() -> str:
 
 
 def host_identity() -> str:
-    """Machine architecture and CPU model: artifacts built for ``host`` only run on a like CPU."""
+    """Machine architecture and CPU model: artifacts built for ``host`` only run on a like CPU.
+
+    ``NEURON_REFERENCE_HOST_IDENTITY`` replaces what the machine reports: for a fleet whose CPUs
+    run each other's code under different model strings, or to check that nothing checked in
+    depends on the machine that made it. A wrong value makes a cache serve artifacts to a CPU
+    that cannot run them, so set it only where that holds."""
+    override = env.get(env.HOST_IDENTITY)
+    if override:
+        return override
     model = ""
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as fh:
@@ -261,6 +283,36 @@ def host_identity() -> str:
     except OSError:
         pass
     return f"{platform.machine()}:{model}"
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _parent_death_signal():
+    """A ``preexec_fn`` that makes the compiler receive SIGKILL when the process that started it
+    dies (Linux ``prctl(PR_SET_PDEATHSIG)``), so a compiling process killed with SIGKILL leaves no
+    compiler running on behind it. ``None`` where the platform has no such call.
+
+    The C function is looked up here, in the parent, so the forked child only makes system calls
+    (a ``preexec_fn`` must not take locks another thread may hold). The child checks its parent
+    after arming the signal: a parent that died in between would otherwise never send it."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+    prctl.restype = ctypes.c_int
+    parent = os.getpid()
+    kill = int(signal.SIGKILL)
+
+    def arm() -> None:
+        prctl(_PR_SET_PDEATHSIG, kill, 0, 0, 0)
+        if os.getppid() != parent:
+            os._exit(1)
+
+    return arm
 
 
 @dataclass
@@ -296,7 +348,9 @@ class CompilerDriver:
         cmd = self.command_line(config)
         start = time.perf_counter()
         try:
-            proc = subprocess.run(cmd, input=hlo_text.encode(), capture_output=True, check=False)
+            proc = subprocess.run(
+                cmd, input=hlo_text.encode(), capture_output=True, check=False, preexec_fn=_parent_death_signal()
+            )
         except OSError as exc:
             raise NEFFCompilationError(f"could not start the compiler: {exc}", graph_name=graph_name, command=cmd)
         wall_us = int((time.perf_counter() - start) * 1e6)

@@ -16,6 +16,7 @@ import contextvars
 from typing import Any, Iterator, Mapping, Sequence
 
 from reference.core import env
+from reference.core.diagnostics import warn_user
 from reference.compiler.driver import DEFAULT_TARGET, TARGETS, parse_compiler_args, split_args
 from reference.core.errors import BackendOptionError, CompilerArgumentError
 
@@ -57,11 +58,21 @@ def apply_platform_compiler_args(options: Mapping[str, Any] | None) -> dict[str,
     """Append ``NEURON_CC_FLAGS`` and make the target explicit.
 
     The target comes from ``NEURON_PLATFORM_TARGET_OVERRIDE``, else ``options["target"]``, else the
-    default (``trn2``); a ``--target`` already in the list is kept.
+    default (``trn2``); a ``--target`` already in the list is kept (with a warning naming both when
+    the variable asks for another). An unclosed quote raises :class:`CompilerArgumentError` naming
+    where the text came from (the options, or ``NEURON_CC_FLAGS``).
     """
     options = dict(options or {})
-    args = split_args(options.get("compiler_args") or [])
-    extra = split_args(env.get(env.CC_FLAGS) or "")
+    try:
+        args = split_args(options.get("compiler_args") or [])
+    except CompilerArgumentError as exc:
+        exc.message += " (in the compiler arguments: torch.compile(options={'compiler_args': ...}) or the scope)"
+        raise
+    try:
+        extra = split_args(env.get(env.CC_FLAGS) or "")
+    except CompilerArgumentError as exc:
+        exc.message += f" (in NEURON_CC_FLAGS={env.get(env.CC_FLAGS)!r}: fix or unset the variable)"
+        raise
     args = args + extra
     try:
         pairs = parse_compiler_args(args)
@@ -69,8 +80,16 @@ def apply_platform_compiler_args(options: Mapping[str, Any] | None) -> dict[str,
         if extra:
             exc.message += f" (NEURON_CC_FLAGS={env.get(env.CC_FLAGS)!r} is part of the list)"
         raise
-    if not any(flag == "--target" for flag, _ in pairs):
-        target = env.get(env.PLATFORM_TARGET_OVERRIDE) or options.get("target") or DEFAULT_TARGET
+    override = env.get(env.PLATFORM_TARGET_OVERRIDE)
+    in_args = [value for flag, value in pairs if flag == "--target"]
+    if in_args and override and in_args[-1] != override:
+        warn_user(
+            f"NEURON_PLATFORM_TARGET_OVERRIDE={override!r} is ignored: the compiler arguments already say "
+            f"--target {in_args[-1]} (from the options, the scope or NEURON_CC_FLAGS), which wins; remove "
+            "--target from the arguments to use the variable, or unset the variable"
+        )
+    if not in_args:
+        target = override or options.get("target") or DEFAULT_TARGET
         if target not in TARGETS:
             raise BackendOptionError(
                 f"target {target!r} is not known; accepted: {', '.join(TARGETS)} "

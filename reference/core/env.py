@@ -22,14 +22,15 @@ _TRUE = ("1", "true", "yes")
 _FALSE = ("0", "false", "no", "")
 
 
-def _tmp(name: str) -> str:
-    return os.path.join(tempfile.gettempdir(), name)
+def _user_tmp(name: str) -> str:
+    """A default folder under the per-user ``<tmp>/neuron-<uid>`` (see reference/core/folders.py)."""
+    return os.path.join(tempfile.gettempdir(), f"neuron-{os.geteuid()}", name)
 
 
 @dataclass(frozen=True)
 class EnvVar:
     name: str
-    kind: str  # "bool", "str", "path", "int", "csv", "choice"
+    kind: str  # "bool", "bool01", "str", "path", "int", "csv", "choice"
     default: Any
     effect: str
     table: str  # which table of the backend reference documents it
@@ -37,6 +38,11 @@ class EnvVar:
 
 
 def _parse(var: EnvVar, raw: str) -> Any:
+    if var.kind == "bool01":  # a variable PyTorch reads too, as ``== "1"``: anything else would disagree
+        low = raw.strip()
+        if low in ("1", "0", ""):
+            return low == "1"
+        raise EnvVarError(var.name, raw, "1 or 0 (PyTorch reads this variable too and takes only 1 as true)")
     if var.kind == "bool":
         low = raw.strip().lower()
         if low in _TRUE:
@@ -110,6 +116,14 @@ RUNTIME_DRIVER = _declare(
     "NEURON_REFERENCE_RUNTIME_DRIVER", "choice", "auto",
     "how the reference's runtime runs a call: auto (by its size), local-sync or local-task", B,
     choices=("auto", "local-sync", "local-task"))
+HOST_IDENTITY = _declare(
+    "NEURON_REFERENCE_HOST_IDENTITY", "str", None,
+    "the host identity (architecture:CPU model) that keys artifacts built for the host; "
+    "unset, it is read from the machine", B)
+FLOAT64 = _declare(
+    "NEURON_REFERENCE_FLOAT64", "choice", "narrow",
+    "float64 graphs: narrow (computed in float32, one warning per graph) or error (refused)", B,
+    choices=("narrow", "error"))
 
 NEFF_CACHE_DIR = _declare(
     "TORCH_NEURONX_NEFF_CACHE_DIR", "path", None,
@@ -127,8 +141,11 @@ NEFF_CACHE_LOCK_TIMEOUT = _declare(
     "TORCH_NEURONX_NEFF_CACHE_LOCK_TIMEOUT", "int", 1200,
     "seconds to wait for another process's compile of the same key", C)
 CACHING_PRECOMPILE = _declare(
-    "TORCH_CACHING_PRECOMPILE", "bool", False,
+    "TORCH_CACHING_PRECOMPILE", "bool01", False,
     "enable PyTorch's own precompile cache", C)
+CACHE_HMAC_KEY = _declare(
+    "TORCH_NEURONX_CACHE_HMAC_KEY", "str", None,
+    "secret key: cache entries carry an HMAC-SHA256 under it and one that fails it is rebuilt, never run", C)
 ASSERT_CACHE_HIT = _declare(
     "NEURON_LIBTORCH_ASSERT_CACHE_HIT", "bool", False,
     "after warm-up, a cache miss raises naming the graph and its key", C)
@@ -143,12 +160,18 @@ METRICS_DIR = _declare(
 SPMD_STRICT = _declare(
     "NEURON_LIBTORCH_SPMD_STRICT", "bool", False,
     "SPMD guard rails raise instead of warning", S)
+STORE_COMPILE = _declare(
+    "NEURON_LIBTORCH_STORE_COMPILE", "bool", False,
+    "ranks of one process group compile each key once and share it over the group's c10d store", S)
+STORE_WAIT_TIMEOUT = _declare(
+    "NEURON_LIBTORCH_STORE_WAIT_TIMEOUT", "int", 3600,
+    "seconds a rank waits on the c10d store for another rank's compile of a key", S)
 
 _DEFAULT_FACTORIES: dict[str, Callable[[], Any]] = {
-    DEBUG_DIR: lambda: _tmp("neuron_backend_"),
-    NEFF_CACHE_DIR: lambda: _tmp("neff_cache"),
-    HLO_CACHE_DIR: lambda: _tmp("hlo_cache"),
-    NEFF_LOCAL_CACHE_DIR: lambda: _tmp("local_cache"),
+    DEBUG_DIR: lambda: _user_tmp("neuron_backend_"),
+    NEFF_CACHE_DIR: lambda: _user_tmp("neff_cache"),
+    HLO_CACHE_DIR: lambda: _user_tmp("hlo_cache"),
+    NEFF_LOCAL_CACHE_DIR: lambda: _user_tmp("local_cache"),
     METRICS_DIR: lambda: tempfile.gettempdir(),
 }
 
@@ -164,6 +187,15 @@ def default(name: str) -> Any:
     return factory() if factory else var.default
 
 
+def documented_default(name: str) -> Any:
+    """The default as the docs and the support matrix show it: the same text for every user and
+    machine (the per-user folders as ``<tmp>/neuron-<uid>/...``)."""
+    value = default(name)
+    if isinstance(value, str) and name in _DEFAULT_FACTORIES:
+        return value.replace(f"neuron-{os.geteuid()}", "neuron-<uid>")
+    return value
+
+
 def get(name: str) -> Any:
     """The parsed value of a declared variable, or its default when unset."""
     try:
@@ -171,9 +203,16 @@ def get(name: str) -> Any:
     except KeyError:
         raise KeyError(f"{name} is not a variable the reference declares") from None
     raw = os.environ.get(name)
-    if raw is None:
-        return default(name)
-    return _parse(var, raw)
+    value = default(name) if raw is None else _parse(var, raw)
+    if var.kind == "path" and value is not None and os.path.exists(value) and not os.path.isdir(value):
+        # caught here, not half-way through a compile as a false "evicted" or "not cached"
+        raise EnvVarError(name, value, "a directory (this path exists and is not one)", default_used=raw is None)
+    return value
+
+
+def is_set(name: str) -> bool:
+    """Whether the user set ``name`` (as opposed to its default applying)."""
+    return name in os.environ
 
 
 def validate_all() -> None:

@@ -27,7 +27,15 @@ class NeuronBackendError(ShortenTraceback):
         return self.message
 
     def __reduce__(self):  # keep errors picklable across forked workers
-        return (_rebuild, (type(self), self.__dict__))
+        return (_rebuild, (type(self), {k: v for k, v in self.__dict__.items() if k not in _DYNAMO_STATE}))
+
+
+# What Dynamo attaches to an exception that passes through it (its tracer output, the compile id,
+# frames): the error's meaning does not depend on it, and some of it does not pickle.
+_DYNAMO_STATE = frozenset(
+    {"_torch_dynamo_tracer_output", "frame_exec_strategy", "first_useful_frame", "real_stack",
+     "innermost_user_frame_summary", "compile_id"}
+)
 
 
 def _rebuild(cls, state):
@@ -90,6 +98,20 @@ class LoweringError(NEFFCompilationError):
         self.ops = list(ops)
 
 
+class TrainingUnsupportedError(LoweringError):
+    """A training graph whose backward graph cannot be lowered: refused when its forward compiles,
+    so it falls back (or fails) as one graph, before a step has run."""
+
+    def __init__(self, cause: LoweringError) -> None:
+        super().__init__(
+            "this graph cannot be trained with the neuron backend: its backward graph does not lower. "
+            "Run the forward under torch.no_grad() if no backward() is needed; else set "
+            "TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION=0 to run this graph (forward and backward) eagerly, "
+            f"or move the op out of the compiled region.\n{cause.reason}",
+            graph_name=cause.graph_name, ops=cause.ops,
+        )
+
+
 class UnsupportedInputError(NeuronBackendError):
     """A graph input the backend cannot take (a non-tensor, a symbolic shape, a dtype)."""
 
@@ -97,6 +119,15 @@ class UnsupportedInputError(NeuronBackendError):
         prefix = f"graph {graph_name!r}: " if graph_name else ""
         super().__init__(prefix + message)
         self.graph_name = graph_name
+
+
+class PrecisionError(UnsupportedInputError):
+    """A float64 graph refused under ``NEURON_REFERENCE_FLOAT64=error`` (the device computes in
+    float32 at most)."""
+
+
+class PrecisionWarning(UserWarning):
+    """A graph computed at a lower precision than its dtype says (float64 computed in float32)."""
 
 
 class DynamicShapeError(UnsupportedInputError):
@@ -122,7 +153,15 @@ class BackendOptionError(NeuronBackendError, ValueError):
 class EnvVarError(NeuronBackendError, ValueError):
     """An environment variable with a value the reference cannot parse."""
 
-    def __init__(self, name: str, value: str, accepted: str) -> None:
-        super().__init__(f"environment variable {name}={value!r} is not valid; accepted values: {accepted}")
+    def __init__(self, name: str, value: str, accepted: str, *, default_used: bool = False) -> None:
+        if default_used:  # the user never set it: say so, and which variable to set
+            message = (
+                f"environment variable {name} is not set, and its default {value!r} cannot be used; "
+                f"set {name} to {accepted}"
+            )
+        else:
+            message = f"environment variable {name}={value!r} is not valid; accepted values: {accepted}"
+        super().__init__(message)
         self.name = name
         self.value = value
+        self.default_used = default_used

@@ -41,13 +41,35 @@ class NeuronCompilationMetrics:
         }
 
 
+#: How many fallback events :class:`MetricsRegistry` keeps (the oldest go first); an observer reads
+#: the ones after the count it noted, so only a block with more than this many loses some.
+FALLBACKS_KEPT = 1000
+
+
+@dataclass(frozen=True)
+class Fallback:
+    """One piece of work that ran outside the compiled path: the graph and why."""
+
+    graph: str
+    reason: str
+
+
 class MetricsRegistry:
-    """The records of this process, plus counters (compiler invocations, cache hits)."""
+    """The records of this process, plus counters (compiler invocations, cache hits).
+
+    Besides what :meth:`reset` clears (``reset_dynamo_metrics``), the registry keeps process-long
+    totals of every counter (:meth:`totals`) and the graphs that ran outside the compiled path
+    (:meth:`fallbacks_since`): an observer notes them before a block of work and reads the
+    difference after it, whatever the block reset in between.
+    """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._records: list[NeuronCompilationMetrics] = []
         self._counters: dict[str, int] = {}
+        self._totals: dict[str, int] = {}
+        self._fallbacks: list[Fallback] = []
+        self._fallback_count = 0
         self._graph_counts: dict[tuple[str, str, str], int] = {}
         self._listeners: list[Callable[[NeuronCompilationMetrics], None]] = []
 
@@ -71,6 +93,30 @@ class MetricsRegistry:
     def bump(self, name: str, by: int = 1) -> None:
         with self._lock:
             self._counters[name] = self._counters.get(name, 0) + by
+            self._totals[name] = self._totals.get(name, 0) + by
+
+    def totals(self) -> dict[str, int]:
+        """Every counter since the process started (:meth:`reset` does not clear these)."""
+        with self._lock:
+            return dict(self._totals)
+
+    def note_fallback(self, graph: str, reason: str) -> None:
+        """Record that ``graph`` ran outside the compiled path (eagerly), and why."""
+        with self._lock:
+            self._fallbacks.append(Fallback(graph, " ".join(str(reason).split())))
+            self._fallback_count += 1
+            del self._fallbacks[:-FALLBACKS_KEPT]
+            self._totals["fallbacks"] = self._fallback_count
+
+    def fallback_count(self) -> int:
+        with self._lock:
+            return self._fallback_count
+
+    def fallbacks_since(self, count: int) -> list[Fallback]:
+        """The fallbacks recorded after :meth:`fallback_count` returned ``count`` (at most the
+        last :data:`FALLBACKS_KEPT`)."""
+        with self._lock:
+            return list(self._fallbacks[-min(self._fallback_count - count, len(self._fallbacks)):]) if self._fallback_count > count else []
 
     def counters(self) -> dict[str, int]:
         with self._lock:

@@ -4,7 +4,8 @@ Each task is a callable run in its own forked child (the child inherits the pare
 model or a lowered graph needs no pickling on the way in; the result goes back through a pipe and
 must pickle). A child starts its own process group, so a timeout kills it together with anything
 it started (the compiler). Every task ends in one :class:`ChildOutcome`: a value, an error the
-child raised (type, message, traceback), a crash (exit status) or a timeout.
+child raised (type, message, traceback, and the exception itself when it pickles), a crash (exit
+status) or a timeout.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import multiprocessing
 import multiprocessing.connection
 import os
+import pickle
 import signal
 import sys
 import time
@@ -31,6 +33,8 @@ class ChildOutcome:
     exitcode: int | None = None
     timed_out: bool = False
     wall_s: float = 0.0
+    #: the exception the child raised, rebuilt in the parent (``None`` when it did not pickle)
+    exception: BaseException | None = None
 
     def describe(self) -> str:
         if self.ok:
@@ -40,6 +44,27 @@ class ChildOutcome:
         if self.error_type:
             return f"{self.identity}: {self.error_type}: {self.error}"
         return f"{self.identity}: the child process died (exit status {self.exitcode}) without reporting a result"
+
+
+class ChildTraceback(Exception):
+    """The traceback of an error raised in a forked child, as text. A parent that re-raises the
+    child's exception sets this as its ``__cause__``, so the report shows where in the child it
+    was raised (the parent's own traceback only shows the re-raise)."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(text)
+        self.text = text
+
+    def __str__(self) -> str:
+        return f'the child\'s traceback:\n"""\n{self.text.rstrip()}\n"""'
+
+
+def _picklable(exc: BaseException) -> BaseException | None:
+    try:
+        pickle.loads(pickle.dumps(exc))
+    except Exception:
+        return None
+    return exc
 
 
 def _child_main(fn: Callable[[], Any], conn) -> None:
@@ -52,7 +77,7 @@ def _child_main(fn: Callable[[], Any], conn) -> None:
         try:
             msg = ("ok", fn())
         except BaseException as exc:  # everything goes back to the parent, which decides
-            msg = ("err", type(exc).__name__, str(exc), traceback.format_exc())
+            msg = ("err", type(exc).__name__, str(exc), traceback.format_exc(), _picklable(exc))
         try:
             conn.send(msg)
         except Exception as exc:  # an unpicklable result
@@ -77,6 +102,15 @@ def _kill(proc) -> None:
         proc.kill()
     except Exception:
         pass
+
+
+def reraise(outcome: ChildOutcome) -> None:
+    """Raise the exception a child raised, in the parent, ``from`` the child's traceback."""
+    if outcome.exception is None:
+        raise ValueError(f"{outcome.identity}: the child reported no exception to raise")
+    exc = outcome.exception
+    exc.add_note(f"raised in a forked child: {outcome.identity}")
+    raise exc from ChildTraceback(outcome.traceback or "")
 
 
 def run_forked(
@@ -137,7 +171,8 @@ def run_forked(
                     if msg and msg[0] == "ok":
                         finish(i, ChildOutcome(identity, True, value=msg[1], exitcode=proc.exitcode, wall_s=wall))
                     elif msg:
-                        finish(i, ChildOutcome(identity, False, error_type=msg[1], error=msg[2], traceback=msg[3], exitcode=proc.exitcode, wall_s=wall))
+                        finish(i, ChildOutcome(identity, False, error_type=msg[1], error=msg[2], traceback=msg[3],
+                                               exitcode=proc.exitcode, wall_s=wall, exception=msg[4] if len(msg) > 4 else None))
                     else:
                         finish(i, ChildOutcome(identity, False, exitcode=proc.exitcode, wall_s=wall))
                 elif timeout is not None and now - start >= timeout:

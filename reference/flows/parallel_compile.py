@@ -11,7 +11,9 @@ The deferred half of the parallel-trace flow. For every graph the capture seam s
    (:func:`check_staged_graphs`; the place where whole-set checks such as SPMD's "one artifact per
    graph" belong) before anything compiles;
 3. computes each entry's cache key with ``create_cache_hash`` and compiles every distinct key once,
-   ``workers`` at a time, each in a forked child, printing progress as each ends; when as many
+   ``workers`` at a time, each in a forked child, showing progress as each ends (:class:`Progress`:
+   graphs done of total and the time left, one line rewritten on a terminal, plain lines
+   elsewhere); when as many
    children run as there are cores, each compiles on one thread
    (:func:`~reference.compiler.driver.one_thread_per_compile`) instead of all of them threading
    over the same cores;
@@ -21,6 +23,9 @@ The deferred half of the parallel-trace flow. For every graph the capture seam s
    every rank of a sharded model.
 
 A graph that fails to compile is reported with its name, key and error after all others finished.
+A guard-rail violation (:class:`~reference.spmd.errors.SPMDViolationError`: the single-artifact
+check under ``NEURON_LIBTORCH_SPMD_STRICT=1``, or one raised in a compiling child) is never a
+failure record: it raises as itself, whatever ``raise_on_error`` says.
 """
 
 from __future__ import annotations
@@ -34,9 +39,11 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 from reference.cache.staging import StagedGraph, read_staged
 from reference.compiler.driver import one_thread_per_compile
 from reference.compiler.scope import apply_platform_compiler_args
+from reference.core.diagnostics import ensure_default_handler
 from reference.core.errors import NeuronBackendError
-from reference.flows.forked import ChildOutcome, run_forked
+from reference.flows.forked import ChildOutcome, reraise, run_forked
 from reference.pipeline import build, cache_key, staged_key_policy, staged_lowering
+from reference.spmd.errors import SPMDViolationError
 from reference.spmd.guards import check_staged_groups
 
 DEFAULT_TIMEOUT_S = 3600.0
@@ -115,13 +122,47 @@ def _compile_in_child(entry: StagedGraph, args: list[str], one_thread: bool = Fa
     return {"key": built.key, "cache_hit": built.cache_hit, "compile_us": 0 if built.cache_hit else built.metadata.compile_time_us}
 
 
-def _print_progress(done: int, total: int, record: CompiledGraphRecord, wall_s: float) -> None:
-    status = "cache hit" if record.ok and record.cache_hit else ("compiled" if record.ok else f"FAILED: {record.error}")
-    print(
-        f"parallel_compile [{done}/{total}] {record.graph_name} ({record.cache_key}) {status} in {wall_s:.1f} s",
-        file=sys.stderr,
-        flush=True,
-    )
+class Progress:
+    """``parallel_compile``'s default progress display, on standard error: graphs done of total,
+    the last graph's outcome and an estimate of the time left (from the mean time per graph so far).
+
+    On a terminal it is one line rewritten in place (a failure keeps a line of its own, and the
+    last state stays); elsewhere (CI logs, files) it is one plain line per graph."""
+
+    def __init__(self, stream=None, *, terminal: bool | None = None) -> None:
+        self._stream = stream if stream is not None else sys.stderr
+        self._terminal = _isatty(self._stream) if terminal is None else terminal
+        self._start = time.monotonic()
+
+    def __call__(self, done: int, total: int, record: CompiledGraphRecord, wall_s: float) -> None:
+        elapsed = time.monotonic() - self._start
+        left = total - done
+        eta = f", about {elapsed / done * left:.0f} s left" if left and done else ""
+        if record.ok:
+            status = "cache hit" if record.cache_hit else "compiled"
+        else:
+            status = f"FAILED: {record.error}"
+        line = (
+            f"parallel_compile [{done}/{total}] {record.graph_name} ({record.cache_key}) {status} in {wall_s:.1f} s"
+            f" ({elapsed:.0f} s elapsed{eta})"
+        )
+        if not self._terminal:
+            print(line, file=self._stream, flush=True)
+            return
+        if not record.ok:  # a failure stays on screen
+            self._stream.write("\r\x1b[K" + line + "\n")
+        else:
+            self._stream.write("\r\x1b[K" + line.splitlines()[0])
+        if not left:
+            self._stream.write("\n")
+        self._stream.flush()
+
+
+def _isatty(stream) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):
+        return False
 
 
 def parallel_compile(
@@ -141,6 +182,7 @@ def parallel_compile(
     ``raise_on_error``), after the others finished.
     """
     start = time.monotonic()
+    ensure_default_handler()  # the children's "still compiling" lines
     staged = read_staged(cache_dir)
     workers = workers or max(1, os.cpu_count() or 1)
     groups: dict[str, list[StagedGraph]] = {}
@@ -170,7 +212,7 @@ def parallel_compile(
     ]
     results: dict[str, ChildOutcome] = {}
     finished = [0]
-    printer = _print_progress if progress is True else (progress or None)
+    printer = Progress() if progress is True else (progress or None)
 
     def done(i: int, outcome: ChildOutcome) -> None:
         key = keys[i]
@@ -181,7 +223,9 @@ def parallel_compile(
             _apply(rec, outcome)
             printer(finished[0], len(keys), rec, outcome.wall_s)
 
-    run_forked(tasks, workers=running, timeout=timeout, on_done=done)
+    for outcome in run_forked(tasks, workers=running, timeout=timeout, on_done=done):
+        if isinstance(outcome.exception, SPMDViolationError):
+            reraise(outcome)
     for rec in records:
         _apply(rec, results[rec.cache_key])
     report = CompileReport(records, workers=workers, wall_s=time.monotonic() - start)

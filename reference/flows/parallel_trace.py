@@ -11,7 +11,10 @@ module or function is compiled with it here, with ``options``. Each child starts
 Dynamo, so a graph the parent already compiled is captured again, with the child's scope.
 
 A child that raises, crashes or runs past ``timeout`` is reported with the job's identity (its
-index, the model, its arguments) and its error; the parent never waits on it forever.
+index, the model, its arguments) and its error; the parent never waits on it forever. A guard-rail
+violation in a child (:class:`~reference.spmd.errors.SPMDViolationError`, under
+``NEURON_LIBTORCH_SPMD_STRICT=1``) is not a failed job: once every job has ended, the parent raises
+it as itself, ``from`` the child's traceback, whatever ``raise_on_error`` says.
 """
 
 from __future__ import annotations
@@ -23,7 +26,8 @@ from typing import Any, Callable, Mapping, Sequence
 from reference.backends.capture import CAPTURES, capture_backend, capture_dir, capture_to
 from reference.compiler.scope import scoped_compiler_args
 from reference.core.errors import NeuronBackendError
-from reference.flows.forked import ChildOutcome, run_forked
+from reference.flows.forked import ChildOutcome, reraise, run_forked
+from reference.spmd.errors import SPMDViolationError
 
 DEFAULT_TIMEOUT_S = 1800.0
 
@@ -138,7 +142,8 @@ def parallel_trace(
     that will serve them (``key_policy="native"``: the native seam's structure-and-shape key).
 
     Returns one :class:`TraceResult` per job, in job order. With ``raise_on_error`` (the default) a
-    failed job raises :class:`ParallelTraceError` after all jobs have ended.
+    failed job raises :class:`ParallelTraceError` after all jobs have ended. A job that hit a
+    guard-rail violation raises that violation (see the module doc), with or without it.
     """
     checked = validate_jobs(jobs)
     directory = os.path.abspath(os.fspath(cache_dir)) if cache_dir is not None else capture_dir()
@@ -159,6 +164,9 @@ def parallel_trace(
             on_done(to_result(i, o))
 
     outcomes = run_forked(tasks, workers=workers, timeout=timeout, on_done=done)
+    for o in outcomes:
+        if isinstance(o.exception, SPMDViolationError):
+            reraise(o)
     results = [to_result(i, o) for i, o in enumerate(outcomes)]
     if raise_on_error and any(not r.ok for r in results):
         raise ParallelTraceError(results)

@@ -9,6 +9,7 @@ import time
 import torch
 
 from reference.fx_passes.base import FXPass, FXPassError
+from reference.spmd.errors import SPMDViolationError
 
 
 class FXPassManager:
@@ -61,6 +62,10 @@ class FXPassManager:
         A pass that raises is reported as :class:`FXPassError` naming the pass and the graph (an
         ``FXPassError`` the pass raised itself passes through unchanged). A pass must return a
         ``GraphModule``; anything else raises ``FXPassError`` too.
+
+        A guard-rail violation (:class:`~reference.spmd.errors.SPMDViolationError`, raised under
+        ``NEURON_LIBTORCH_SPMD_STRICT=1``) is not a failing pass: it passes through as itself, with
+        a note naming the pass, so the caller can catch it by its type.
         """
         graph_name = kwargs.get("graph_name", "<graph>")
         for p in self.passes:
@@ -68,6 +73,9 @@ class FXPassManager:
             try:
                 out = p.run(gm, **kwargs)
             except FXPassError:
+                raise
+            except SPMDViolationError as exc:
+                exc.add_note(f"raised by FX pass {p.name!r} on graph {graph_name!r}")
                 raise
             except Exception as exc:
                 raise FXPassError(p.name, graph_name, f"{type(exc).__name__}: {exc}") from exc

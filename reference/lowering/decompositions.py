@@ -6,7 +6,10 @@ Each entry returns ``NotImplemented`` for the cases it leaves to the default pat
 
 from __future__ import annotations
 
+import math
+
 import torch
+from torch._decomp import get_decompositions
 
 from reference.lowering import sorting
 
@@ -50,7 +53,92 @@ def library_lowerings() -> dict:
     return table
 
 
+def flash_attention_backward(
+    grad_out, query, key, value, out, logsumexp, dropout_p, is_causal, *, attn_mask=None, scale=None
+):
+    """The gradients of CPU flash attention (``scaled_dot_product_attention`` in a training graph).
+
+    AOT Autograd decomposes the forward op, but below autograd, so the backward graph still calls
+    the fused backward op, which torch-mlir cannot lower. This is its math: with ``P`` the softmax
+    of the scaled (masked) scores, ``dV = Pᵀ dO``, ``dS = P ⊙ (dO Vᵀ - rowsum(dO ⊙ O))``,
+    ``dQ = dS K · scale``, ``dK = dSᵀ Q · scale``. ``P`` is recomputed from ``query`` and ``key``:
+    the forward's decomposition saves the attention weights where the fused op saves its
+    log-sum-exp, so ``logsumexp`` is not read. Dropout is left to the fused op.
+    """
+    if dropout_p != 0.0 or query.dim() != 4:
+        return NotImplemented
+    heads, kv_heads = query.shape[1], key.shape[1]
+    if heads % kv_heads:
+        return NotImplemented
+    groups = heads // kv_heads
+    k = key.repeat_interleave(groups, dim=1) if groups > 1 else key
+    v = value.repeat_interleave(groups, dim=1) if groups > 1 else value
+    scale = scale if scale is not None else 1.0 / math.sqrt(query.shape[-1])
+    scores = (query @ k.transpose(-2, -1)) * scale
+    if is_causal:  # top-left aligned, as the fused op
+        keep = torch.ones(query.shape[-2], k.shape[-2], dtype=torch.bool, device=query.device).tril()
+        scores = scores.masked_fill(~keep, float("-inf"))
+    if attn_mask is not None:
+        scores = scores.masked_fill(~attn_mask, float("-inf")) if attn_mask.dtype == torch.bool else scores + attn_mask
+    p = torch.softmax(scores, dim=-1)
+    grad_v = p.transpose(-2, -1) @ grad_out
+    grad_p = grad_out @ v.transpose(-2, -1)
+    grad_s = p * (grad_p - (grad_p * p).sum(dim=-1, keepdim=True))
+    grad_q = (grad_s @ k) * scale
+    grad_k = (grad_s.transpose(-2, -1) @ query) * scale
+    if groups > 1:  # each key/value head served ``groups`` query heads: their gradients add up
+        grad_k = grad_k.unflatten(1, (kv_heads, groups)).sum(dim=2)
+        grad_v = grad_v.unflatten(1, (kv_heads, groups)).sum(dim=2)
+    return grad_q, grad_k, grad_v
+
+
+def convolution_backward(
+    grad_out, input, weight, bias_sizes, stride, padding, dilation, transposed, output_padding, groups, output_mask
+):
+    """The gradients of a (non-transposed) convolution as convolutions, which torch-mlir lowers
+    (it cannot lower the fused backward op): the input's gradient is the transposed convolution of
+    ``grad_out`` with the weight; the weight's is a convolution of the input by ``grad_out`` with
+    batch and channels swapped (per group: batch and groups are folded into the channels);
+    the bias's is ``grad_out`` summed over every dimension but the channels."""
+    if transposed:
+        return NotImplemented
+    dims = input.dim() - 2
+    stride, padding, dilation = (list(v) * dims if len(v) == 1 else list(v) for v in (stride, padding, dilation))
+    kernel = weight.shape[2:]
+    grad_input = grad_weight = grad_bias = None
+    if output_mask[0]:
+        # what the forward's output size drops (a stride that does not divide) comes back as output padding
+        extra = [
+            input.shape[2 + d] - ((grad_out.shape[2 + d] - 1) * stride[d] - 2 * padding[d] + dilation[d] * (kernel[d] - 1) + 1)
+            for d in range(dims)
+        ]
+        grad_input = aten.convolution.default(grad_out, weight, None, stride, padding, dilation, True, extra, groups)
+    if output_mask[1]:
+        n, c_in = input.shape[0], input.shape[1]
+        c_out = grad_out.shape[1]
+        spatial_in, spatial_out = input.shape[2:], grad_out.shape[2:]
+        per_in, per_out = c_in // groups, c_out // groups
+        # [N, G*Cg, ...] -> [Cg, G*N, ...]: the input's channels become the batch, batch x groups the channels
+        x = input.reshape(n, groups, per_in, *spatial_in).transpose(0, 2).reshape(per_in, groups * n, *spatial_in)
+        g = grad_out.reshape(n, groups, per_out, *spatial_out).movedim(0, 2).reshape(groups * per_out, n, *spatial_out)
+        w = aten.convolution.default(x, g, None, dilation, padding, stride, False, [0] * dims, groups)
+        # [Cg, Cout, K' ...] -> [Cout, Cg, K ...] (K' exceeds K where the stride left input unused)
+        w = w.transpose(0, 1)
+        for d in range(dims):
+            w = w.narrow(2 + d, 0, kernel[d])
+        grad_weight = w.contiguous()
+    if output_mask[2]:
+        grad_bias = grad_out.sum(dim=[0, *range(2, grad_out.dim())])
+    return grad_input, grad_weight, grad_bias
+
+
 def extra_decompositions() -> dict:
-    table = {aten.fmod.Scalar: fmod_scalar}
+    table = {
+        aten.fmod.Scalar: fmod_scalar,
+        aten._scaled_dot_product_flash_attention_for_cpu_backward.default: flash_attention_backward,
+        aten.convolution_backward.default: convolution_backward,
+    }
+    # torch's own, outside its core table: the max-pool gradient as a scatter-add
+    table.update(get_decompositions([aten.max_pool2d_with_indices_backward]))
     table.update(sorting.decompositions())
     return table

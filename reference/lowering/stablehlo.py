@@ -11,8 +11,9 @@ import contextlib
 import functools
 import hashlib
 import importlib
+import logging
 import re
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import torch
 
@@ -93,6 +94,49 @@ def output_specs(gm: torch.fx.GraphModule) -> tuple[TensorSpec, ...]:
     return tuple(specs)
 
 
+def none_outputs(gm: torch.fx.GraphModule) -> tuple[int, ...]:
+    """Positions of the graph's (flattened) outputs that are ``None``. The lowered module returns
+    only the tensors; the caller puts the ``None`` back (:func:`with_none_outputs`). A backward
+    graph has one for each input that takes no gradient (a batch, a frozen weight)."""
+    out_node = next(iter(gm.graph.find_nodes(op="output")))
+    return tuple(i for i, arg in enumerate(_flatten(out_node.args[0])) if arg is None)
+
+
+def with_none_outputs(outputs: Sequence, nones: Sequence[int]) -> list:
+    """``outputs`` (the lowered module's tensors) with ``None`` put back at ``nones``."""
+    merged = list(outputs)
+    for i in nones:  # ascending, so each position is final when it is filled
+        merged.insert(i, None)
+    return merged
+
+
+def _check_outputs(gm: torch.fx.GraphModule, graph_name: str) -> None:
+    out_node = next(iter(gm.graph.find_nodes(op="output")))
+    for i, arg in enumerate(_flatten(out_node.args[0])):
+        if arg is not None and not isinstance(arg, torch.fx.Node):
+            raise UnsupportedInputError(
+                f"output {i} is a constant {type(arg).__name__} ({arg!r}), not a tensor; the compiler "
+                "returns tensors only (return it from outside the compiled region)",
+                graph_name=graph_name,
+            )
+
+
+def _only_tensor_outputs(gm: torch.fx.GraphModule) -> Callable[[], None]:
+    """Make the output node return only the graph's tensors while torch-mlir imports it (a
+    ``None`` result becomes ``!torch.none``, which has no StableHLO form); returns the undo."""
+    out_node = next(iter(gm.graph.find_nodes(op="output")))
+    flat = _flatten(out_node.args[0])
+    if not any(arg is None for arg in flat):
+        return lambda: None
+    saved = out_node.args
+    out_node.args = ([arg for arg in flat if arg is not None],)
+
+    def restore() -> None:
+        out_node.args = saved
+
+    return restore
+
+
 def _flatten(x: Any) -> list:
     if isinstance(x, (list, tuple)):
         out = []
@@ -118,6 +162,7 @@ def lower_to_stablehlo(gm: torch.fx.GraphModule, *, graph_name: str) -> LoweredG
     from torch_mlir.extras.fx_importer import FxImporter
 
     ins = input_specs(gm, graph_name)
+    _check_outputs(gm, graph_name)
     context = ir.Context()
     torch_d.register_dialect(context)
     diagnostics: list[str] = []
@@ -132,10 +177,12 @@ def lower_to_stablehlo(gm: torch.fx.GraphModule, *, graph_name: str) -> LoweredG
     handler = context.attach_diagnostic_handler(_collect)
     wrap_negative_indices(gm)
     nodes = _tag_nodes(gm)
+    restore_outputs = _only_tensor_outputs(gm)
     try:
-        module = tm_fx.stateless_fx_import(
-            gm, output_type="stablehlo", fx_importer=FxImporter(context=context), model_name="main"
-        )
+        with _root_logger_left_alone():
+            module = tm_fx.stateless_fx_import(
+                gm, output_type="stablehlo", fx_importer=FxImporter(context=context), model_name="main"
+            )
     except Exception as exc:  # torch-mlir raises plain Exceptions; the details are in the diagnostics
         text = "\n".join(diagnostics) or str(exc)
         ops = sorted(set(_FAILED_OP.findall(text)) | set(_OPERATOR_NAME.findall(text)))
@@ -154,10 +201,29 @@ def lower_to_stablehlo(gm: torch.fx.GraphModule, *, graph_name: str) -> LoweredG
     finally:
         handler.detach()
         _untag_nodes(nodes)
+        restore_outputs()
     hlo = module.operation.get_asm(enable_debug_info=False, large_elements_limit=None)
     debug = module.operation.get_asm(enable_debug_info=True, large_elements_limit=None)
     return LoweredGraph(hlo=hlo, input_specs=ins, output_specs=output_specs(gm), node_count=len(gm.graph.nodes),
                         origins=_line_origins(debug, nodes))
+
+
+@contextlib.contextmanager
+def _root_logger_left_alone():
+    """torch-mlir's importer logs through the root logger (``logging.debug``), and the first such
+    call in a program that configured no logging runs ``logging.basicConfig()``: from then on every
+    library's records reach a stderr handler the program never asked for, and the reference's
+    lines print twice. A ``NullHandler`` on the root while it imports keeps that from happening."""
+    root = logging.getLogger()
+    if root.handlers:
+        yield
+        return
+    guard = logging.NullHandler()
+    root.addHandler(guard)
+    try:
+        yield
+    finally:
+        root.removeHandler(guard)
 
 
 # --- negative indices ------------------------------------------------------------------------------

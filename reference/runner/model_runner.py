@@ -27,7 +27,9 @@ from reference.core.errors import CompilerArgumentError, NeuronBackendError
 from reference.runner.compiler_args_ctx import with_optimization_level
 from reference.spmd.rank import rank_tensor
 
-#: Graph types a compile site may name (``None`` is an untagged graph).
+#: The graph types the runner has compile sites of its own for (the seed's). Graph types are open:
+#: any other non-empty string names a site too (a ``"vision"`` or ``"audio"`` graph), run in its
+#: own scope resolved from the model's policy; ``None`` is an untagged graph.
 GRAPH_TYPES = ("prefill", "decode", "encoder", "jf", "spec_verify")
 
 #: Backend name per runner mode.
@@ -43,14 +45,16 @@ class CompilerArgsPolicyError(NeuronBackendError, ValueError):
 
 
 class UnknownGraphTypeError(CompilerArgsPolicyError):
-    """A compile site named a graph type the runner does not know."""
+    """A compile site named a graph type that is not one: neither a non-empty string nor ``None``."""
 
 
 def check_graph_type(graph_type: Any) -> None:
-    if graph_type is not None and graph_type not in GRAPH_TYPES:
-        raise UnknownGraphTypeError(
-            f"graph type {graph_type!r} is not known; use one of {', '.join(GRAPH_TYPES)}, or None for an untagged graph"
-        )
+    if graph_type is None or (isinstance(graph_type, str) and graph_type.strip()):
+        return
+    raise UnknownGraphTypeError(
+        f"graph type {graph_type!r} is not a graph type; name the graph with a non-empty string (the runner's own "
+        f"sites: {', '.join(GRAPH_TYPES)}; any other, such as 'vision', runs in its own scope), or None for an untagged graph"
+    )
 
 
 def check_policy_result(result: Any, graph_type: str, policy: Callable) -> list[str]:
@@ -108,10 +112,15 @@ class NeuronModelRunner:
         per_graph = not opt_level_explicit and policy is not None
         self._per_graph_compiler_args = per_graph
         self._compiler_args_policy = policy if per_graph else None
-        # A model whose own in-process sites (the encoder) resolve from the base arguments declares
-        # set_base_compiler_args; the runner calls it and sets nothing else on the user's model.
+        # The model's own in-process sites (the encoder) resolve from the base arguments: with the
+        # policy on, the runner stamps them on the model, as the seed's runner does. With it off a
+        # stamp left by an earlier load is cleared; a model with no policy gets nothing set on it.
+        if per_graph:
+            self.model._neuron_base_compiler_args = list(base)
+        elif "_neuron_base_compiler_args" in vars(self.model):
+            self.model._neuron_base_compiler_args = None
         setter = getattr(self.model, "set_base_compiler_args", None)
-        if callable(setter):
+        if callable(setter):  # a model that wants to be told (optional)
             setter(list(base) if per_graph else None)
         self.compiled_model = torch.compile(
             self.model, backend=BACKENDS[self.mode], options=self.compile_options, dynamic=False
@@ -168,10 +177,11 @@ class NeuronModelRunner:
             return self.jump_forward(**kwargs)
         if graph_type == "encoder":
             return self.execute_encoder(**kwargs)
-        if graph_type == "spec_verify":
-            with scoped_compiler_args(self.resolve_graph_compiler_args("spec_verify")):
-                return self._compiled()(**kwargs)
-        return self.prefill_forward(**kwargs)
+        if graph_type == "prefill" or graph_type is None:
+            return self.prefill_forward(**kwargs)
+        # spec_verify and every graph type the runner has no site of its own for (open types).
+        with scoped_compiler_args(self.resolve_graph_compiler_args(graph_type)):
+            return self._compiled()(**kwargs)
 
     def warmup(self, graph_types: Sequence[str | None] = ("prefill", "decode")) -> None:
         for graph_type in graph_types:

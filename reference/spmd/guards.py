@@ -174,12 +174,36 @@ def find_splinters(staged: Mapping[str, Mapping[str, Iterable[int]]]) -> list[Sp
     return splinters
 
 
-def check_single_artifact(staged: Mapping[str, Mapping[str, Iterable[int]]], *, strict: bool | None = None) -> list[Splinter]:
-    """Warn about (or, strict, raise :class:`SplinterError` for) per-rank splinters."""
+def first_difference(a: str, b: str) -> tuple[int, str, str] | None:
+    """The first line (1-based) where two graph texts differ, and that line in each; ``None`` when
+    they are equal."""
+    left, right = a.splitlines(), b.splitlines()
+    for i in range(max(len(left), len(right))):
+        la = left[i] if i < len(left) else "<end of text>"
+        lb = right[i] if i < len(right) else "<end of text>"
+        if la != lb:
+            return i + 1, la.strip(), lb.strip()
+    return None
+
+
+def check_single_artifact(
+    staged: Mapping[str, Mapping[str, Iterable[int]]], *, strict: bool | None = None, texts: Mapping[str, str] | None = None
+) -> list[Splinter]:
+    """Warn about (or, strict, raise :class:`SplinterError` for) per-rank splinters.
+
+    ``texts`` (hash -> the graph text staged under it), when given, lets the message name where two
+    directories of one graph first differ: the op that carries the per-rank value."""
     splinters = find_splinters(staged)
     if not splinters:
         return splinters
     lines = "\n".join(f"  - {s.describe()}" for s in splinters)
+    for graph in sorted({s.graph for s in splinters}):
+        keys = sorted(k for k in staged[graph] if texts and k in texts)
+        diff = first_difference(texts[keys[0]], texts[keys[1]]) if len(keys) > 1 else None
+        if diff is not None:
+            line, a, b = diff
+            lines += (f"\n  graph {graph!r}: hashes {keys[0]} and {keys[1]} first differ at line {line} of the staged "
+                      f"text:\n      {a}\n      {b}")
     hashes = sorted({s.key for s in splinters})
     message = (
         f"{len(hashes)} hash director{'y' if len(hashes) == 1 else 'ies'} compiled for only some ranks "
@@ -243,9 +267,12 @@ def check_staged_groups(groups, *, strict: bool | None = None) -> list[Splinter]
     (``{graph name: [staged entries]}``; an entry has ``key`` and ``path``/``metadata``).
     Entries that carry no rank information are left out (a single-process capture)."""
     staged: dict[str, dict[str, list[int]]] = {}
+    texts: dict[str, str] = {}
     for graph, entries in groups.items():
         for entry in entries:
             ranks = staged_ranks(entry)
             if ranks:
                 staged.setdefault(graph, {}).setdefault(entry.key, []).extend(sorted(ranks))
-    return check_single_artifact(staged, strict=strict) if staged else []
+                if isinstance(getattr(entry, "hlo", None), str):
+                    texts[entry.key] = entry.hlo
+    return check_single_artifact(staged, strict=strict, texts=texts) if staged else []
