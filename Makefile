@@ -95,7 +95,7 @@ snapshot-review: $(STAMP)
 	$(PY) -m conformance.snapshot_review --base $(BASE) --out reports/snapshot-review.md
 
 # Benchmarks; figures go to reports/bench/. REPEAT=N repeats each figure (median and spread);
-# BENCH=name limits the run to named benchmarks (atom cache graphs parallel_compile pipeline spmd).
+# BENCH=name limits the run to named benchmarks (atom cache graphs grouped_experts parallel_compile pipeline spmd).
 REPEAT ?= 1
 BENCH ?=
 bench: $(STAMP)

@@ -11,13 +11,17 @@ norm) and its kind:
 
 - ``decoder``: a causal LM; the lane runs prefill, one decode step against a static KV cache, and
   greedy ``generate()``;
-- ``encoder``, ``vision``, ``audio``: one forward;
+- ``encoder``, ``vision``, ``audio``, ``ssm`` (a state-space language model, whose recurrent cache
+  is not a KV cache): one forward;
 - ``seq2seq``: one forward of encoder and decoder with teacher forcing.
 
-MoE models route with ``experts_implementation="batched_mm"``: every token's experts are gathered
-and multiplied with batched matmuls, so shapes are static. (The library's default on this torch,
-``grouped_mm``, is a graph break on a Neuron-style backend by the backend's own rules, and its
-``eager`` form loops over a data-dependent set of experts.)
+Every MoE model is in the lane twice. ``<name>`` routes with ``experts_implementation="batched_mm"``:
+every token's experts are gathered and multiplied with batched matmuls, so shapes are static and
+nothing breaks. ``<name>_default_experts`` is the same model with the library's default, what a
+user gets: ``grouped_mm``, which sorts the tokens by expert, counts them with ``histc`` and, on a
+CPU in float32 under Dynamo, multiplies through the ``transformers::grouped_mm_fallback`` custom op
+(``torch.nn.functional.grouped_mm`` in bfloat16); a backend breaks the graph at the ops it cannot
+compile, and the report names them.
 """
 
 from __future__ import annotations
@@ -41,7 +45,7 @@ MAX_CACHE_LEN = 32  # prompt + generated tokens fit; a static cache keeps decode
 @dataclass(frozen=True)
 class ModelSpec:
     name: str
-    kind: str  # decoder | encoder | vision | audio | seq2seq
+    kind: str  # decoder | encoder | vision | audio | ssm | seq2seq
     features: str
     build_fn: Callable[[], nn.Module] = field(repr=False)
     inputs_fn: Callable[[], dict[str, torch.Tensor]] = field(repr=False)
@@ -104,6 +108,11 @@ _DEC = dict(vocab_size=VOCAB, hidden_size=64, intermediate_size=128, num_hidden_
             max_position_embeddings=64, tie_word_embeddings=False)
 
 
+_MIXTRAL = dict(num_key_value_heads=2, num_local_experts=4, num_experts_per_tok=2, **_DEC)
+_QWEN2_MOE = dict(num_key_value_heads=2, num_experts=4, num_experts_per_tok=2, moe_intermediate_size=64,
+                  shared_expert_intermediate_size=64, **_DEC)
+
+
 def _causal(model_cls: str, config_cls: str, **kw: Any) -> Callable[[], nn.Module]:
     def build() -> nn.Module:
         import transformers
@@ -154,13 +163,23 @@ MODELS: tuple[ModelSpec, ...] = (
                       tie_word_embeddings=False), _decoder_inputs),
     ModelSpec("gpt_neox", "decoder", "MHA, partial rotary (25%), LayerNorm, parallel residual",
               _causal("GPTNeoXForCausalLM", "GPTNeoXConfig", rotary_pct=0.25, **_DEC), _decoder_inputs),
-    ModelSpec("mixtral", "decoder", "MoE: 4 experts, top-2 router (topk), GQA, rotary, RMSNorm",
-              _causal("MixtralForCausalLM", "MixtralConfig", num_key_value_heads=2, num_local_experts=4,
-                      num_experts_per_tok=2, experts_implementation="batched_mm", **_DEC), _decoder_inputs),
-    ModelSpec("qwen2_moe", "decoder", "MoE: 4 experts top-2 plus a gated shared expert, GQA, rotary, QKV bias",
-              _causal("Qwen2MoeForCausalLM", "Qwen2MoeConfig", num_key_value_heads=2, num_experts=4,
-                      num_experts_per_tok=2, moe_intermediate_size=64, shared_expert_intermediate_size=64,
-                      experts_implementation="batched_mm", **_DEC), _decoder_inputs),
+    ModelSpec("mixtral", "decoder", "MoE: 4 experts, top-2 router (topk), GQA, rotary, RMSNorm; batched_mm experts",
+              _causal("MixtralForCausalLM", "MixtralConfig", experts_implementation="batched_mm", **_MIXTRAL),
+              _decoder_inputs),
+    ModelSpec("mixtral_default_experts", "decoder", "Mixtral with the library's default experts (grouped_mm)",
+              _causal("MixtralForCausalLM", "MixtralConfig", **_MIXTRAL), _decoder_inputs),
+    ModelSpec("qwen2_moe", "decoder",
+              "MoE: 4 experts top-2 plus a gated shared expert, GQA, rotary, QKV bias; batched_mm experts",
+              _causal("Qwen2MoeForCausalLM", "Qwen2MoeConfig", experts_implementation="batched_mm", **_QWEN2_MOE),
+              _decoder_inputs),
+    ModelSpec("qwen2_moe_default_experts", "decoder", "Qwen2-MoE with the library's default experts (grouped_mm)",
+              _causal("Qwen2MoeForCausalLM", "Qwen2MoeConfig", **_QWEN2_MOE), _decoder_inputs),
+    ModelSpec("gemma2", "decoder",
+              "soft-capped attention logits (tanh cap 50) and final logits, sliding-window layers alternating "
+              "with global ones (window 4), GQA, pre- and post-norms",
+              _causal("Gemma2ForCausalLM", "Gemma2Config", num_key_value_heads=2, head_dim=16, sliding_window=4,
+                      query_pre_attn_scalar=16, attn_logit_softcapping=50.0, final_logit_softcapping=30.0, **_DEC),
+              _decoder_inputs),
     ModelSpec("bert", "encoder", "bidirectional MHA, learned positions, token types, LayerNorm, pooler",
               _causal("BertModel", "BertConfig", vocab_size=VOCAB, hidden_size=64, num_hidden_layers=2,
                       num_attention_heads=4, intermediate_size=128, max_position_embeddings=64), _text_inputs),
@@ -177,6 +196,22 @@ MODELS: tuple[ModelSpec, ...] = (
               _t5, _t5_inputs),
     ModelSpec("whisper_encoder", "audio", "conv front end over log-mel frames, sinusoidal positions, LayerNorm",
               _whisper_encoder, lambda: {"input_features": torch.randn(1, 16, 32, generator=seeded(12))}),
+    ModelSpec("deberta_v2", "encoder",
+              "disentangled relative-position attention (content-to-position and position-to-content, "
+              "log buckets), no absolute positions",
+              _causal("DebertaV2Model", "DebertaV2Config", vocab_size=VOCAB, hidden_size=64, num_hidden_layers=2,
+                      num_attention_heads=4, intermediate_size=128, max_position_embeddings=64,
+                      relative_attention=True, pos_att_type=["c2p", "p2c"], position_buckets=8,
+                      max_relative_positions=16, position_biased_input=False), _text_inputs),
+    ModelSpec("swin", "vision",
+              "windowed attention (window 2) with shifted windows and a relative position bias table, "
+              "patch merging between stages",
+              _causal("SwinModel", "SwinConfig", image_size=32, patch_size=4, embed_dim=16, depths=[2, 2],
+                      num_heads=[2, 4], window_size=2), _image_inputs()),
+    ModelSpec("mamba", "ssm",
+              "state-space blocks (selective scan, causal depthwise conv1d, no attention), RMSNorm",
+              _causal("MambaModel", "MambaConfig", vocab_size=VOCAB, hidden_size=64, num_hidden_layers=2,
+                      state_size=8, expand=2, conv_kernel=4, use_cache=False), _decoder_inputs),
     ModelSpec("clip_vision", "vision", "CLIP vision tower: patch conv, class embedding, pre-LayerNorm, quick-GELU",
               _causal("CLIPVisionModel", "CLIPVisionConfig", image_size=32, patch_size=8, hidden_size=64,
                       num_hidden_layers=2, num_attention_heads=4, intermediate_size=128), _image_inputs()),

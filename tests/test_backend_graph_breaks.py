@@ -114,3 +114,63 @@ def test_shapes_stay_static_for_an_opted_in_backend():
             val = node.meta.get("example_value")
             assert not isinstance(val, torch.SymInt)
             assert not any(isinstance(s, torch.SymInt) for s in getattr(val, "shape", ()))
+
+
+# --- ops of any namespace -------------------------------------------------------------------------
+
+@torch.library.custom_op("graph_break_tests::opaque", mutates_args=())
+def _opaque(x: torch.Tensor) -> torch.Tensor:
+    return x * 3
+
+
+@_opaque.register_fake
+def _(x):
+    return torch.empty_like(x)
+
+
+_LIB = torch.library.Library("graph_break_tests", "FRAGMENT")
+_LIB.define("composite(Tensor x) -> Tensor")
+_LIB.impl("composite", lambda x: torch.sigmoid(x) * 2, "CompositeImplicitAutograd")
+
+
+def _with_custom(op):
+    def f(x):
+        y = x + 1
+        return op(y) * y
+
+    return f
+
+
+def test_a_custom_op_with_no_lowering_breaks_and_is_named_by_its_qualified_name():
+    from torch._dynamo.utils import counters
+
+    x = torch.randn(6)
+    backend, graphs = _counting_backend(opt_in=True)
+    counters["graph_break"].clear()
+    f = _with_custom(torch.ops.graph_break_tests.opaque)
+    assert torch.allclose(torch.compile(f, backend=backend)(x), f(x))
+    assert len(graphs) == 2
+    assert any("op=graph_break_tests::opaque" in r for r in counters["graph_break"])
+    torch._dynamo.reset()
+    with pytest.raises(torch._dynamo.exc.Unsupported) as info:
+        torch.compile(f, backend=backend, fullgraph=True)(x)
+    assert info.value.gb_type == "Op not supported by the Neuron backend"
+    assert "graph_break_tests::opaque" in str(info.value) and "no lowering" in str(info.value)
+    torch._dynamo.reset()
+    other, other_graphs = _counting_backend(opt_in=False)
+    torch.compile(f, backend=other, fullgraph=True)(x)
+    assert len(other_graphs) == 1, "another backend traces the op into its graph"
+
+
+def test_a_custom_op_with_a_composite_kernel_that_lowers_stays_in_the_graph():
+    x = torch.randn(6)
+    backend, graphs = _counting_backend(opt_in=True)
+    f = _with_custom(torch.ops.graph_break_tests.composite.default)
+    assert torch.allclose(torch.compile(f, backend=backend, fullgraph=True)(x), f(x))
+    assert len(graphs) == 1
+
+
+def test_a_direct_aten_overload_call_follows_the_op_table():
+    backend, graphs = _counting_backend(opt_in=True)
+    with pytest.raises(torch._dynamo.exc.Unsupported, match="histc"):
+        torch.compile(lambda x: torch.ops.aten.histc.default(x * 2, 4), backend=backend, fullgraph=True)(torch.randn(8))

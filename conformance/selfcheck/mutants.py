@@ -79,6 +79,7 @@ _KEYS = "conformance/test_cache_key.py"
 _RELIABILITY = "conformance/test_cache_reliability.py"
 _WARM = "conformance/test_cache_warm_start.py"
 _CONTRACT = "conformance/test_backend_contract.py"
+_CUSTOM_OPS = "conformance/test_custom_ops.py"
 _GUARD_TESTS = "conformance/test_spmd_guards.py"
 _FX_TESTS = "conformance/test_fx_passes.py"
 _ATOM_TESTS = "conformance/test_atom_compilation.py"
@@ -270,6 +271,24 @@ def no_break_under_fullgraph():
         return check(tx, *args, **kwargs)
 
     home._check = lenient
+
+
+@_mutant("backend contract: ops of any namespace",
+         f"{_CUSTOM_OPS}::test_under_fullgraph_a_custom_op_that_cannot_compile_raises_the_diagnostic_naming_it"
+         "[custom_op_with_fake]", r"could not lower torch\.conformance_custom_ops\.scale_with_fake")
+def unknown_namespaces_reach_the_compiler():
+    """The graph-break rules decide ATen ops only: a custom op of another namespace with no lowering
+    stays in the graph and reaches the compiler, which fails the compile."""
+    home = _module(_GRAPH_BREAKS)
+    check_op = home._check_op
+
+    @functools.wraps(check_op)
+    def aten_only(tx, op, args, kwargs):
+        if home.namespace_of(op) != "aten":
+            return None
+        return check_op(tx, op, args, kwargs)
+
+    home._check_op = aten_only
 
 
 @_mutant("backend contract: the sort threshold",

@@ -10,7 +10,12 @@ rules, for the function form (``torch.sort(x)``) and the method form (``x.sort()
 - ``grouped_mm`` (``torch.nn.functional.grouped_mm``, ``torch._grouped_mm``): always;
 - every op in the checked-in op table: always. Those are the ops that, called alone on a small
   input, do not lower, compile, run and match eager with the installed tools
-  (:mod:`reference.lowering.optable` generates the table; this module only reads it).
+  (:mod:`reference.lowering.optable` generates the table; this module only reads it);
+- every op of another namespace (``torch.ops.<namespace>.<op>``: custom ops registered with
+  ``torch.library`` by a library or the user) that does not lower: no lowering of the backend's
+  own and no decomposition to ops that lower (:mod:`reference.lowering.op_decisions` decides, once
+  per op and tool versions). The diagnostic names the op by its qualified name
+  (``op=transformers::grouped_mm_fallback``).
 
 Below their thresholds ``sort``, ``argsort`` and ``topk`` compile (the backend's decompositions in
 :mod:`reference.lowering.sorting`), with ties ordered by index like ``torch.sort(stable=True)``.
@@ -35,6 +40,8 @@ from typing import Any, Callable
 import torch
 
 from reference.core.errors import BackendOptionError
+from reference.fx_passes.backend_config_pass import inlined_implementation
+from reference.lowering.op_decisions import CORE_NAMESPACES, DECISIONS, namespace_of
 from reference.lowering.optable import break_ops
 
 #: The diagnostic type of the ``Unsupported`` raised under ``fullgraph=True``.
@@ -158,11 +165,16 @@ def _backend_opted_in(tx) -> bool:
 
 
 def _python_value(var) -> Any:
-    """A Python value for a VariableTracker: the fake tensor of a tensor, else the constant."""
+    """A Python value for a VariableTracker: the fake tensor of a tensor (also inside a list or
+    tuple), else the constant."""
+    from torch._dynamo.variables.lists import BaseListVariable
     from torch._dynamo.variables.tensor import TensorVariable
 
     if isinstance(var, TensorVariable):
         return var.proxy.node.meta.get("example_value")
+    if isinstance(var, BaseListVariable):
+        items = [_python_value(v) for v in var.items]
+        return tuple(items) if var.python_type() is tuple else items
     try:
         return var.as_python_constant()
     except Exception:
@@ -196,6 +208,39 @@ def _check(tx, name: str, args: list, kwargs: dict, form: str) -> None:
     decision = decide(name, values, kw)
     if decision is not None:
         _raise(decision, form)
+
+
+def _overload(op, args: list, kwargs: dict) -> torch._ops.OpOverload | None:
+    """The overload a call of ``op`` (an overload, or a packet resolved from the call's values)
+    runs."""
+    if isinstance(op, torch._ops.OpOverload):
+        return op
+    try:
+        name = torch._C._jit_resolve_packet(op._qualified_op_name, *args, **kwargs)
+    except Exception:  # values the schema matcher cannot take: the packet's usual overload
+        names = op.overloads()
+        name = "default" if "default" in names else (names[0] if names else None)
+    return getattr(op, name or "default", None)
+
+
+def _check_op(tx, op, args: list, kwargs: dict) -> None:
+    """A call of ``torch.ops.<namespace>.<name>[.<overload>]``: ATen by the op table's rules,
+    another namespace by whether the op lowers."""
+    namespace = namespace_of(op)
+    packet = op.overloadpacket if isinstance(op, torch._ops.OpOverload) else op
+    if namespace == "aten":
+        _check(tx, packet.__name__, args, kwargs, f"torch.ops.aten.{packet.__name__}()")
+        return
+    if namespace in CORE_NAMESPACES or not _backend_opted_in(tx):
+        return
+    values = [_python_value(a) for a in args]
+    kw = {k: _python_value(v) for k, v in kwargs.items()}
+    overload = _overload(op, values, kw)
+    if overload is None:
+        return
+    decision = DECISIONS.decide(overload, values, kw, inline_impl=inlined_implementation(overload))
+    if not decision.lowers:
+        _raise(BreakDecision(decision.op, decision.reason), f"torch.ops.{namespace}.{packet.__name__}()")
 
 
 def _static_for_opted_in(tx):
@@ -245,8 +290,13 @@ def install() -> None:
         orig_fn = TorchInGraphFunctionVariable.call_function
         orig_method = TensorVariable.call_method
 
+        op_types = (torch._ops.OpOverload, torch._ops.OpOverloadPacket)
+
         @functools.wraps(orig_fn)
         def call_function(self, tx, args, kwargs):
+            if isinstance(self.value, op_types):
+                _check_op(tx, self.value, list(args), dict(kwargs))
+                return orig_fn(self, tx, args, kwargs)
             name = getattr(self.value, "__name__", None)
             if isinstance(name, str):
                 _check(tx, name, list(args), dict(kwargs), f"torch.{name}()")

@@ -56,6 +56,14 @@ def _kernel_function(op: torch._ops.OpOverload):
     return getattr(opdef, "_init_fn", None) if opdef is not None else None
 
 
+def inlined_implementation(op: torch._ops.OpOverload):
+    """The Python implementation this pass inlines for ``op`` (a kernel of a non-core namespace
+    that writes into an argument), or ``None`` when the pass leaves its calls alone."""
+    if op._schema.name.split("::")[0] in _CORE_NAMESPACES or not written_arguments(op):
+        return None
+    return _kernel_function(op)
+
+
 class NkiKernelWriteBackendConfigPass(FXPass):
     """Configures (and, for this lowering, inlines) kernels that write into a caller's buffer."""
 

@@ -21,6 +21,7 @@ import math
 import torch
 
 from reference.core import env
+from reference.lowering.decompositions import library_lowerings
 from reference.lowering.stablehlo import decomposition_table
 
 SEQ_MULTIPLE = 2048
@@ -83,11 +84,11 @@ def _nki_sdpa_decomposition(fallback):
 
 
 def decompositions() -> dict:
-    """The decomposition table a compile uses, with the switch applied."""
-    table = decomposition_table()
+    """The decomposition table a compile uses, with the switch applied, and the backend's lowerings
+    of other libraries' ops registered in this process."""
+    table = {**decomposition_table(), **library_lowerings()}
     if not env.get(env.ENABLE_NKI_SDPA):
         return table
     op = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default
-    table = dict(table)
     table[op] = _nki_sdpa_decomposition(table[op])
     return table
