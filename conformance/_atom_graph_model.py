@@ -23,6 +23,32 @@ from torch import nn
 VOCAB, DIM, HEADS, MAX_LEN, MAX_SEQS = 64, 32, 2, 12, 10
 
 
+class _Decoder(nn.Module):
+    """A backbone (the compiled unit) and the LM head the runner calls on its hidden states."""
+
+    def __init__(self, backbone: nn.Module, calls: list) -> None:
+        super().__init__()
+        self.model = backbone
+        self.lm_head = nn.Linear(DIM, VOCAB)
+        self.attention_calls = calls
+
+    def forward(self, input_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        return self.model(input_ids, positions)
+
+    def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        return self.lm_head(hidden)
+
+
+def _decoder(backbone: nn.Module, calls: list, seed: int) -> nn.Module:
+    """The decoder around ``backbone`` with seeded random weights, in eval mode."""
+    gen = torch.Generator().manual_seed(seed)
+    model = _Decoder(backbone, calls)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(torch.randn(p.shape, generator=gen) * 0.2)
+    return model.eval()
+
+
 def build_graph_decoder(atom: ModuleType, *, per_phase: bool = False, seed: int = 0) -> nn.Module:
     """A decoder whose backbone is a ``@token_graph`` unit with one eager-region attention."""
     head_dim = DIM // HEADS
@@ -61,25 +87,7 @@ def build_graph_decoder(atom: ModuleType, *, per_phase: bool = False, seed: int 
             h = h + self.o(cache_attention(q, k, v).reshape(-1, DIM))
             return h + self.down(torch.nn.functional.gelu(self.up(self.norm(h))))
 
-    class GraphDecoder(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.model = Backbone()
-            self.lm_head = nn.Linear(DIM, VOCAB)
-            self.attention_calls = calls
-
-        def forward(self, input_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-            return self.model(input_ids, positions)
-
-        def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
-            return self.lm_head(hidden)
-
-    gen = torch.Generator().manual_seed(seed)
-    model = GraphDecoder()
-    with torch.no_grad():
-        for p in model.parameters():
-            p.copy_(torch.randn(p.shape, generator=gen) * 0.2)
-    return model.eval()
+    return _decoder(Backbone(), calls, seed)
 
 
 def kv_cache(atom: ModuleType, seed: int = 1, device: Any = "cpu") -> dict:
@@ -275,25 +283,7 @@ def build_level_decoder(atom: ModuleType, config: Any, *, seed: int = 0) -> nn.M
             h = h + self.o(o.reshape(-1, DIM))
             return h + self.down(torch.relu(self.up(h)))
 
-    class LevelDecoder(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.model = LevelBackbone(atom_config=config)
-            self.lm_head = nn.Linear(DIM, VOCAB)
-            self.attention_calls = calls
-
-        def forward(self, input_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-            return self.model(input_ids, positions)
-
-        def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
-            return self.lm_head(hidden)
-
-    gen = torch.Generator().manual_seed(seed)
-    model = LevelDecoder()
-    with torch.no_grad():
-        for p in model.parameters():
-            p.copy_(torch.randn(p.shape, generator=gen) * 0.2)
-    return model.eval()
+    return _decoder(LevelBackbone(atom_config=config), calls, seed)
 
 
 def prefill_step(query_lens: Any, seed: int, device: Any = "cpu") -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:

@@ -35,6 +35,8 @@ import traceback
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
+import pytest
+
 from conformance.child import exit_not_supported, raise_if_not_supported
 from conformance.forkserver import ForkedProcess, ForkServer, start_module
 from conformance.implementation import NotSupported
@@ -213,6 +215,18 @@ def _signal_name(code: int | None) -> str:
         except ValueError:
             return ""
     return ""
+
+
+def scenario(results: list[dict], name: str) -> list[dict]:
+    """Every rank's result of one scenario (from :func:`launch` or a torchrun world): skips on the
+    first rank that answered NotSupported, fails with the traceback of the first that raised."""
+    per_rank = [r[name] for r in results]
+    for rank, res in enumerate(per_rank):
+        if res["status"] == "skip":
+            pytest.skip(res["reason"])
+        if res["status"] == "error":
+            pytest.fail(f"scenario {name!r} failed on rank {rank}: {res['error']}\n{res['traceback']}")
+    return per_rank
 
 
 def _kill(ranks: list[_Rank]) -> None:

@@ -18,7 +18,7 @@ import re
 import pytest
 
 from conformance.implementation import NotSupported
-from conformance.launcher import launch, rank_server
+from conformance.launcher import launch, rank_server, scenario
 from conformance.plugin import SUITE
 from conformance.snapshots import assert_mlir
 from conformance.tolerances import assert_close
@@ -86,17 +86,6 @@ def world8(request):
 @pytest.fixture
 def worlds(request):
     return lambda n: request.getfixturevalue(f"world{n}")
-
-
-def scenario(results: list[dict], name: str) -> list[dict]:
-    """Every rank's result of one scenario; skips on NotSupported, fails with the rank's traceback."""
-    per_rank = [r[name] for r in results]
-    for rank, res in enumerate(per_rank):
-        if res["status"] == "skip":
-            pytest.skip(res["reason"])
-        if res["status"] == "error":
-            pytest.fail(f"scenario {name!r} failed on rank {rank}: {res['error']}\n{res['traceback']}")
-    return per_rank
 
 
 # --- the sharded model equals the unsharded one ------------------------------------------------

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from conformance.implementation import NotSupported
+from conformance.launcher import scenario
 from conformance.plugin import SUITE
 from conformance.spmd_world import AgentsFailed, run_on_hosts
 from conformance.tolerances import assert_close
@@ -51,16 +52,6 @@ def torchrun_world(request, tmp_path_factory):
         pytest.fail(str(exc))
 
 
-def _scenario(results: list[dict], name: str) -> list[dict]:
-    per_rank = [r[name] for r in results]
-    for rank, res in enumerate(per_rank):
-        if res["status"] == "skip":
-            pytest.skip(res["reason"])
-        if res["status"] == "error":
-            pytest.fail(f"scenario {name!r} failed on rank {rank}: {res['error']}\n{res['traceback']}")
-    return per_rank
-
-
 def test_every_rank_sees_the_world_torchrun_made(torchrun_world):
     seen = [r["_rank"] for r in torchrun_world]
     assert [s["rank"] for s in seen] == list(range(HOSTS * NPROC))
@@ -72,13 +63,13 @@ def test_every_rank_sees_the_world_torchrun_made(torchrun_world):
 
 
 def test_sharded_decoder_equals_unsharded_on_every_rank(torchrun_world):
-    for rank, res in enumerate(_scenario(torchrun_world, "decoder_spmd")):
+    for rank, res in enumerate(scenario(torchrun_world, "decoder_spmd")):
         assert_close(res["out"], res["expected"], what=f"rank {rank} (torchrun): prefill logits")
         assert_close(res["decode_out"], res["decode_expected"], what=f"rank {rank} (torchrun): decode-step logits")
 
 
 def test_every_rank_traces_the_same_text_and_key_and_each_host_compiles_once(torchrun_world):
-    per_rank = _scenario(torchrun_world, "decoder_spmd")
+    per_rank = scenario(torchrun_world, "decoder_spmd")
     assert all(r["texts"] == per_rank[0]["texts"] and r["graphs"] == per_rank[0]["graphs"] for r in per_rank)
     distinct = set(per_rank[0]["graphs"].values())
     for host in range(HOSTS):
