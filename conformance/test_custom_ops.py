@@ -112,6 +112,7 @@ def _breaks_naming(name: str) -> int:
     return sum(1 for reason in counters["graph_break"] if name in str(reason))
 
 
+@pytest.mark.evidence  # the graphs around the break must run compiled, not fall back
 @pytest.mark.parametrize("op_id,call,name", BREAKING, ids=[b[0] for b in BREAKING])
 def test_a_custom_op_that_cannot_compile_breaks_the_graph_and_runs_eagerly(impl, contract, op_id, call, name):
     model, x = _Model(call), _x()
@@ -141,6 +142,7 @@ def test_under_fullgraph_a_custom_op_that_cannot_compile_raises_the_diagnostic_n
     assert name in str(info.value), f"{op_id}: the diagnostic does not name {name}: {info.value}"
 
 
+@pytest.mark.evidence
 @pytest.mark.parametrize("op_id,call", LOWERING, ids=[c[0] for c in LOWERING])
 def test_a_custom_op_with_a_decomposition_that_compiles_stays_in_one_graph(impl, op_id, call):
     model, x = _Model(call), _x()
