@@ -110,19 +110,15 @@ def test_a_valid_module_compiles_to_a_loadable_artifact():
     assert out[0].tolist() == [0.0, 2.0, 4.0, 6.0]
 
 
-def test_a_one_thread_compile_builds_the_same_artifact(monkeypatch):
+def test_a_one_thread_compile_builds_the_same_artifact():
     """``parallel_compile`` workers compile on one thread when they fill the cores; that may not
     change the artifact, since the flag is not in the cache key."""
-    from reference.compiler import driver
-
     text = (
         "func.func @main(%a: tensor<8x8xf32>, %b: tensor<8x8xf32>) -> tensor<8x8xf32> {\n"
         "  %0 = stablehlo.dot_general %a, %b, contracting_dims = [1] x [0] : (tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<8x8xf32>\n"
         "  %1 = stablehlo.add %0, %a : tensor<8x8xf32>\n  return %1 : tensor<8x8xf32>\n}"
     )
     threaded = CompilerDriver().compile(text, ["-O2"])
-    monkeypatch.setattr(driver, "_ONE_THREAD", [False])
-    driver.one_thread_per_compile()
-    single = CompilerDriver().compile(text, ["-O2"])
+    single = CompilerDriver().compile(text, CompilerConfig.from_args(["-O2"]).on_one_thread())
     assert "--mlir-disable-threading" in single.command and "--mlir-disable-threading" not in threaded.command
     assert single.artifact == threaded.artifact

@@ -36,7 +36,8 @@ import torch.fx as fx
 
 from reference import NeuronBackendError
 from reference.cache.key import tool_versions
-from reference.compiler.scope import current_scoped_compiler_args
+from reference.compiler.scope import current_scoped_compiler_args, scoped_compiler_args
+from reference.core import env
 
 __all__ = [
     "CompilerInterface",
@@ -193,7 +194,7 @@ class InductorAdaptor(CompilerInterface):
             return contextlib.nullcontext()
         inductor_dir = os.path.join(self.cache_dir, "inductor_cache")
         os.makedirs(inductor_dir, exist_ok=True)
-        return mock.patch.dict(os.environ, {"TORCHINDUCTOR_CACHE_DIR": inductor_dir})
+        return env.foreign_override("TORCHINDUCTOR_CACHE_DIR", inductor_dir)
 
     def compile(self, graph, example_inputs, compiler_config, runtime_shape=None, key=None):
         import torch._inductor.codecache as codecache  # Inductor: heavy, imported on use
@@ -301,10 +302,17 @@ class ReferenceAdaptor(CompilerInterface):
         return _digest(sorted(tool_versions().items()))
 
     def _compile(self, graph, example_inputs, compiler_args: Optional[list[str]], runtime_shape: Optional[int]) -> Callable:
+        options = {} if compiler_args is None else {"compiler_args": list(compiler_args)}
+        # The list recorded for this piece is the one it compiles with: a scope open now (at load
+        # time, around another graph) must not replace it, so this piece's own list is the scope.
+        with scoped_compiler_args(compiler_args):
+            compiled = self._compile_scoped(graph, example_inputs, options, runtime_shape)
+        return compiled
+
+    def _compile_scoped(self, graph, example_inputs, options: dict, runtime_shape: Optional[int]) -> Callable:
         # the seam sits on a lower floor; imported here to keep importing this module cheap
         from reference.backends.neuron import neuron_backend
 
-        options = {} if compiler_args is None else {"compiler_args": list(compiler_args)}
         tupled, single = _with_tuple_output(graph)
         if runtime_shape is None:
             # Called under Dynamo's tracing context with a symbolic size: the backend hands back a

@@ -38,7 +38,8 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
+from collections.abc import Sequence as _SequenceABC
+from dataclasses import dataclass, field, replace
 from typing import Iterable, Sequence
 
 from reference.core.errors import CompilerArgumentError, NEFFCompilationError
@@ -92,10 +93,12 @@ def known_flags() -> list[str]:
     return sorted([*_VALUED, *_BARE, *OPT_SHORT])
 
 
-def split_args(args: str | Iterable[str] | None) -> list[str]:
+def split_args(args: "str | Iterable[str] | CompilerConfig | None") -> list[str]:
     """Tokenize an argument list given as a string or as a list (whose items may hold spaces)."""
     if args is None:
         return []
+    if isinstance(args, CompilerConfig):
+        return list(args.args)
     if isinstance(args, str):
         return _shell_split(args)
     tokens: list[str] = []
@@ -121,14 +124,23 @@ def _shell_split(text: str) -> list[str]:
 _FLAG_EQ = re.compile(r"^\s*--[\w-]+=")
 
 
-def parse_compiler_args(args: str | Iterable[str] | None) -> list[tuple[str, str | None]]:
+def parse_compiler_args(args: "str | Iterable[str] | CompilerConfig | None") -> list[tuple[str, str | None]]:
     """Parse an argument list into ``(flag, value)`` pairs, in order.
 
     ``--flag=value`` and ``--flag value`` give the same pair; ``-O3`` gives ``("-O", "3")`` and so
     does ``--optlevel 3``. Raises :class:`CompilerArgumentError` for an unknown flag, a missing or
-    unaccepted value, or a stray token.
+    unaccepted value, or a stray token. A :class:`CompilerConfig` is already parsed: its pairs are
+    returned as they are.
     """
-    tokens = split_args(args)
+    if isinstance(args, CompilerConfig):
+        return list(args.pairs)
+    if args is None:  # no list (the native key leaves the arguments out): nothing to parse
+        return []
+    return _parse_tokens(split_args(args))
+
+
+def _parse_tokens(tokens: list[str]) -> list[tuple[str, str | None]]:
+    """The one parser of the flag grammar (every list is parsed here, once per resolved list)."""
     pairs: list[tuple[str, str | None]] = []
     i = 0
     while i < len(tokens):
@@ -186,19 +198,36 @@ def format_pairs(pairs: Sequence[tuple[str, str | None]]) -> list[str]:
 
 
 @dataclass(frozen=True)
-class CompilerConfig:
-    """The resolved meaning of an argument list (the last occurrence of a flag wins)."""
+class CompilerConfig(_SequenceABC):
+    """An argument list, parsed once: its tokens (``args``, as resolved), their ``(flag, value)``
+    pairs and what they mean (the last occurrence of a flag wins).
+
+    It is also the sequence of its tokens, so it goes wherever an argument list goes (the artifact
+    metadata records ``list(config)``), while the parsers take it as already parsed
+    (:func:`parse_compiler_args`, :meth:`from_args`, the cache key). ``one_thread`` is how this
+    compile runs (``--mlir-disable-threading``), not what it builds: it is in neither the pairs nor
+    the key.
+    """
 
     pairs: tuple[tuple[str, str | None], ...]
     optlevel: int = DEFAULT_OPTLEVEL
     target: str = DEFAULT_TARGET
     auto_cast: str = "none"
     auto_cast_type: str = "bf16"
-    extra: dict = field(default_factory=dict)
+    extra: dict = field(default_factory=dict, compare=False)
+    args: tuple[str, ...] = ()
+    one_thread: bool = field(default=False, compare=False)
 
     @classmethod
-    def from_args(cls, args: str | Iterable[str] | None) -> "CompilerConfig":
-        pairs = parse_compiler_args(args)
+    def from_args(cls, args: "str | Iterable[str] | CompilerConfig | None") -> "CompilerConfig":
+        if isinstance(args, CompilerConfig):
+            return args
+        tokens = split_args(args)
+        return cls.from_pairs(_parse_tokens(tokens), tokens)
+
+    @classmethod
+    def from_pairs(cls, pairs: Sequence[tuple[str, str | None]], tokens: Sequence[str]) -> "CompilerConfig":
+        """The config of ``tokens`` whose parse is ``pairs`` (the caller parsed them)."""
         settings: dict[str, str | None] = {}
         for flag, value in pairs:
             settings[flag] = value
@@ -209,7 +238,31 @@ class CompilerConfig:
             auto_cast=settings.get("--auto-cast") or "none",
             auto_cast_type=settings.get("--auto-cast-type") or "bf16",
             extra={k: v for k, v in settings.items() if k not in ("-O", "--target", "--auto-cast", "--auto-cast-type")},
+            args=tuple(tokens),
         )
+
+    def on_one_thread(self, on: bool = True) -> "CompilerConfig":
+        """This config, compiled on one thread (a ``parallel_compile`` worker beside as many others
+        as there are cores: measured on 2 cores, two threaded compiles side by side took 3.6 s, two
+        one-thread compiles 3.3 s). MLIR's output is the same either way."""
+        return replace(self, one_thread=on)
+
+    def __iter__(self):
+        return iter(self.args)
+
+    def __len__(self) -> int:
+        return len(self.args)
+
+    def __getitem__(self, index):
+        return self.args[index]
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, CompilerConfig):
+            return self.pairs == other.pairs and self.args == other.args
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"CompilerConfig({list(self.args)!r})"
 
     def canonical_args(self) -> list[str]:
         return format_pairs(self.pairs)
@@ -229,20 +282,6 @@ class CompilerConfig:
                 f"--iree-global-opt-demote-contraction-inputs-type={self.auto_cast_type.replace('fp16', 'f16')}",
             ]
         return args
-
-
-_ONE_THREAD = [False]
-
-
-def one_thread_per_compile(on: bool = True) -> None:
-    """Make every later compile of this process run on one thread (``--mlir-disable-threading``).
-
-    ``iree-compile`` spreads its passes over every core by default; a ``parallel_compile`` worker
-    that runs beside as many others as there are cores turns that off, so the compiles do not fight
-    over the cores (measured on 2 cores: two threaded compiles side by side took 3.6 s, two
-    one-thread compiles 3.3 s). The artifact does not depend on it (MLIR's output is the same with
-    and without threading), so it is not part of the cache key."""
-    _ONE_THREAD[0] = on
 
 
 def host_cpu() -> str:
@@ -337,13 +376,14 @@ class CompilerDriver:
 
     def command_line(self, config: CompilerConfig) -> list[str]:
         """The compiler's command: StableHLO on standard input, the artifact on standard output."""
-        threads = ["--mlir-disable-threading"] if _ONE_THREAD[0] else []
+        threads = ["--mlir-disable-threading"] if config.one_thread else []
         return [self.executable, "-", *config.iree_args(), *threads, "-o", "-"]
 
     def compile(
-        self, hlo_text: str, compiler_args: str | Iterable[str] | None, *, graph_name: str | None = None
+        self, hlo_text: str, compiler_args: "str | Iterable[str] | CompilerConfig | None", *, graph_name: str | None = None
     ) -> CompileResult:
-        """Compile StableHLO text; raises :class:`NEFFCompilationError` with the compiler's output."""
+        """Compile StableHLO text; raises :class:`NEFFCompilationError` with the compiler's output.
+        A :class:`CompilerConfig` (what a compile request carries) is used as it is, unparsed."""
         config = CompilerConfig.from_args(compiler_args)
         cmd = self.command_line(config)
         start = time.perf_counter()

@@ -17,7 +17,7 @@ from typing import Any, Iterator, Mapping, Sequence
 
 from reference.core import env
 from reference.core.diagnostics import warn_user
-from reference.compiler.driver import DEFAULT_TARGET, TARGETS, parse_compiler_args, split_args
+from reference.compiler.driver import DEFAULT_TARGET, TARGETS, CompilerConfig, parse_compiler_args, split_args
 from reference.core.errors import BackendOptionError, CompilerArgumentError
 
 _scoped: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar("neuron_scoped_compiler_args", default=None)
@@ -55,30 +55,40 @@ def apply_scoped_compiler_args(options: Mapping[str, Any] | None) -> dict[str, A
 
 
 def apply_platform_compiler_args(options: Mapping[str, Any] | None) -> dict[str, Any]:
-    """Append ``NEURON_CC_FLAGS`` and make the target explicit.
+    """Append ``NEURON_CC_FLAGS`` and make the target explicit (see :func:`platform_compiler_config`);
+    ``options["compiler_args"]`` becomes the resolved token list."""
+    options = dict(options or {})
+    options["compiler_args"] = list(platform_compiler_config(options))
+    return options
+
+
+def platform_compiler_config(options: Mapping[str, Any] | None) -> CompilerConfig:
+    """The compiler configuration of ``options["compiler_args"]`` with the platform arguments:
+    ``NEURON_CC_FLAGS`` appended and the target explicit. The list is parsed here, once.
 
     The target comes from ``NEURON_PLATFORM_TARGET_OVERRIDE``, else ``options["target"]``, else the
     default (``trn2``); a ``--target`` already in the list is kept (with a warning naming both when
     the variable asks for another). An unclosed quote raises :class:`CompilerArgumentError` naming
     where the text came from (the options, or ``NEURON_CC_FLAGS``).
     """
-    options = dict(options or {})
+    options = options or {}
     try:
         args = split_args(options.get("compiler_args") or [])
     except CompilerArgumentError as exc:
         exc.message += " (in the compiler arguments: torch.compile(options={'compiler_args': ...}) or the scope)"
         raise
+    cc_flags = env.get(env.CC_FLAGS) or ""
     try:
-        extra = split_args(env.get(env.CC_FLAGS) or "")
+        extra = split_args(cc_flags)
     except CompilerArgumentError as exc:
-        exc.message += f" (in NEURON_CC_FLAGS={env.get(env.CC_FLAGS)!r}: fix or unset the variable)"
+        exc.message += f" (in NEURON_CC_FLAGS={cc_flags!r}: fix or unset the variable)"
         raise
     args = args + extra
     try:
         pairs = parse_compiler_args(args)
     except CompilerArgumentError as exc:
         if extra:
-            exc.message += f" (NEURON_CC_FLAGS={env.get(env.CC_FLAGS)!r} is part of the list)"
+            exc.message += f" (NEURON_CC_FLAGS={cc_flags!r} is part of the list)"
         raise
     override = env.get(env.PLATFORM_TARGET_OVERRIDE)
     in_args = [value for flag, value in pairs if flag == "--target"]
@@ -96,5 +106,5 @@ def apply_platform_compiler_args(options: Mapping[str, Any] | None) -> dict[str,
                 "(set by NEURON_PLATFORM_TARGET_OVERRIDE or options['target'])"
             )
         args = args + ["--target", target]
-    options["compiler_args"] = args
-    return options
+        pairs = pairs + [("--target", target)]
+    return CompilerConfig.from_pairs(pairs, args)

@@ -245,3 +245,20 @@ def override(**values: Any) -> Iterator[None]:
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = old
+
+
+@contextlib.contextmanager
+def foreign_override(name: str, value: str) -> Iterator[None]:
+    """Point a variable another library reads on use (Inductor's ``TORCHINDUCTOR_CACHE_DIR``) at
+    ``value`` for the duration of a block; the reference itself never reads it."""
+    if name in _VARS:
+        raise KeyError(f"{name} is the reference's own variable: use override()")
+    saved = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = saved

@@ -96,7 +96,7 @@ def trusted_folder(variable: str) -> str:
     0700) when missing, otherwise. Raises :class:`UntrustedFolderError` for a folder others could
     write, and :class:`~reference.core.errors.EnvVarError` for a malformed value."""
     path = env.get(variable)
-    if os.environ.get(variable) is None:
+    if not env.is_set(variable):
         root = user_root()
         _private_dir(root, variable)
         _private_dir(path, variable)

@@ -15,7 +15,7 @@ The deferred half of the parallel-trace flow. For every graph the capture seam s
    graphs done of total and the time left, one line rewritten on a terminal, plain lines
    elsewhere); when as many
    children run as there are cores, each compiles on one thread
-   (:func:`~reference.compiler.driver.one_thread_per_compile`) instead of all of them threading
+   (:meth:`~reference.compiler.driver.CompilerConfig.on_one_thread`) instead of all of them threading
    over the same cores;
 4. builds each entry through the pipeline (:func:`reference.pipeline.build`: a plain module, or
    an SPMD program staged with its pieces and meshes) and publishes it into the NEFF cache, so an
@@ -37,8 +37,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from reference.cache.staging import StagedGraph, read_staged
-from reference.compiler.driver import one_thread_per_compile
-from reference.compiler.scope import apply_platform_compiler_args
+from reference.compiler.driver import CompilerConfig
+from reference.compiler.scope import platform_compiler_config
 from reference.core.diagnostics import ensure_default_handler
 from reference.core.errors import NeuronBackendError
 from reference.flows.forked import ChildOutcome, reraise, run_forked
@@ -110,15 +110,23 @@ def check_staged_graphs(groups: Mapping[str, Sequence[StagedGraph]]) -> None:
 
 def resolve_staged_args(entry: StagedGraph, base_compiler_args: Sequence[str] | None) -> tuple[list[str], str]:
     """The argument list a staged graph compiles with, and where it came from."""
+    config, source = staged_config(entry, base_compiler_args)
+    return list(config), source
+
+
+def staged_config(entry: StagedGraph, base_compiler_args: Sequence[str] | None) -> tuple[CompilerConfig, str]:
+    """The compiler configuration a staged graph compiles with (parsed once), and where its list
+    came from: ``"recorded"`` in the metadata, or ``"base"`` (the base arguments with the platform
+    arguments, exactly as an unscoped in-process compile resolves them)."""
     if entry.metadata.compiler_args is not None:
-        return list(entry.metadata.compiler_args), "recorded"
-    return list(apply_platform_compiler_args({"compiler_args": list(base_compiler_args or [])})["compiler_args"]), "base"
+        return CompilerConfig.from_args(list(entry.metadata.compiler_args)), "recorded"
+    return platform_compiler_config({"compiler_args": list(base_compiler_args or [])}), "base"
 
 
-def _compile_in_child(entry: StagedGraph, args: list[str], one_thread: bool = False) -> dict[str, Any]:
+def _compile_in_child(entry: StagedGraph, config: CompilerConfig, one_thread: bool = False) -> dict[str, Any]:
     if one_thread:  # this forked child is one of as many compiling side by side as there are cores
-        one_thread_per_compile()
-    built = build(staged_lowering(entry), args, graph_name=entry.graph_name, key_policy=staged_key_policy(entry))
+        config = config.on_one_thread()
+    built = build(staged_lowering(entry), config, graph_name=entry.graph_name, key_policy=staged_key_policy(entry))
     return {"key": built.key, "cache_hit": built.cache_hit, "compile_us": 0 if built.cache_hit else built.metadata.compile_time_us}
 
 
@@ -192,15 +200,16 @@ def parallel_compile(
         check(groups)
 
     records: list[CompiledGraphRecord] = []
-    by_key: dict[str, tuple[StagedGraph, list[str]]] = {}
+    by_key: dict[str, tuple[StagedGraph, CompilerConfig]] = {}
     for entry in staged:
-        args, source = resolve_staged_args(entry, base_compiler_args)
+        config, source = staged_config(entry, base_compiler_args)  # parsed once: the key here, the build in the child
+        args = list(config)
         lowering = staged_lowering(entry)
         key, _ = cache_key(
-            lowering.graph, args, replica_groups=lowering.replica_groups, key_policy=staged_key_policy(entry)
+            lowering.graph, config, replica_groups=lowering.replica_groups, key_policy=staged_key_policy(entry)
         )
         records.append(CompiledGraphRecord(entry.graph_name, entry.key, key, args, source))
-        by_key.setdefault(key, (entry, args))
+        by_key.setdefault(key, (entry, config))
 
     keys = list(by_key)
     running = min(workers, max(1, len(keys)))

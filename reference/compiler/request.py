@@ -1,0 +1,162 @@
+"""One resolved compile request: everything a compile depends on, read once, frozen.
+
+A seam resolves a :class:`CompileRequest` when Dynamo hands it a graph (:func:`resolve_request`):
+the compiler-args scope and the platform arguments give the typed :class:`CompilerConfig` (the
+argument list is parsed there, once), and the environment (through :mod:`reference.core.env`, the
+only module that reads it), the helper API's model name and the rank give the rest. Code below
+the seam reads the request, never the environment, so a variable changed half-way through a
+compile cannot give one graph two configurations.
+
+The deferred flow (``parallel_trace`` -> ``parallel_compile``) crosses a fork and a file, so it
+carries :class:`DeferredRequest`, the serialisable part (``to_json``/``from_json``): the per-job
+argument list and the key policy the staged graphs are keyed under.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, replace
+from typing import Any, Mapping, Sequence
+
+from reference.compiler.driver import CompilerConfig
+from reference.compiler.scope import current_scoped_compiler_args, platform_compiler_config
+from reference.core import env
+from reference.core.errors import BackendOptionError
+from reference.core.settings import get_model_name, get_rank
+
+#: The key policies a request may name (the pipeline maps each name to how it keys).
+KEY_POLICY_NAMES = ("default", "native")
+
+
+@dataclass(frozen=True)
+class CacheRoots:
+    """Where the caches live and how they are used, as configured when the request was made."""
+
+    neff: str
+    hlo: str
+    local: str
+    disabled: bool
+    lock_timeout_s: int
+
+
+@dataclass(frozen=True)
+class CompileRequest:
+    """What one compile of one Dynamo graph uses (see the module doc).
+
+    ``config``: the resolved compiler configuration (scope, then platform arguments, parsed once);
+    ``key_policy``: ``"default"`` or ``"native"``; ``fallback``: whether a failure runs the graph
+    eagerly (``TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION=0``) instead of raising; ``compile_only``:
+    build without executing; ``threads``: 0 for the compiler's default, 1 for one thread;
+    ``thresholds``: the graph-break thresholds Dynamo traced this graph under.
+    """
+
+    seam: str
+    config: CompilerConfig
+    key_policy: str = "default"
+    cache: CacheRoots | None = None
+    fallback: bool = False
+    compile_only: bool = False
+    assert_cache_hit: bool = False
+    thresholds: Mapping[str, int] = field(default_factory=dict)
+    threads: int = 0
+    model_name: str = "model_default"
+    rank: int = 0
+    enable_fx_passes: bool = True
+    target_device: str = "cpu"
+
+    @property
+    def target(self) -> str:
+        return self.config.target
+
+    @property
+    def compiler_args(self) -> list[str]:
+        """The resolved argument list, as the artifact metadata records it."""
+        return list(self.config.args)
+
+    def deferred(self) -> "DeferredRequest":
+        """The part of this request that crosses a fork or a file."""
+        return DeferredRequest(compiler_args=tuple(self.config.args), key_policy=self.key_policy)
+
+
+def resolve_request(
+    options: Mapping[str, Any] | None,
+    *,
+    seam: str,
+    key_policy: str = "default",
+    thresholds: Mapping[str, int] | None = None,
+) -> CompileRequest:
+    """The request for one compile under ``options`` (already validated by the seam).
+
+    Reads the scope, the environment, the model name and the rank now. Raises
+    :class:`~reference.core.errors.CompilerArgumentError` for an argument list that does not parse,
+    :class:`~reference.core.errors.BackendOptionError` for an unknown target or key policy, and
+    :class:`~reference.core.errors.EnvVarError` for a malformed variable.
+    """
+    if key_policy not in KEY_POLICY_NAMES:
+        raise BackendOptionError(f"unknown key policy {key_policy!r}; known: {', '.join(KEY_POLICY_NAMES)}")
+    options = dict(options or {})
+    scoped = current_scoped_compiler_args()
+    if scoped is not None:
+        options["compiler_args"] = scoped
+    config = platform_compiler_config(options)
+    return CompileRequest(
+        seam=seam,
+        config=config,
+        key_policy=key_policy,
+        cache=CacheRoots(
+            neff=env.get(env.NEFF_CACHE_DIR),
+            hlo=env.get(env.HLO_CACHE_DIR),
+            local=env.get(env.NEFF_LOCAL_CACHE_DIR),
+            disabled=env.get(env.NEFF_DISABLE_CACHE),
+            lock_timeout_s=env.get(env.NEFF_CACHE_LOCK_TIMEOUT),
+        ),
+        fallback=not env.get(env.DISABLE_FALLBACK_EXECUTION),
+        compile_only=env.get(env.COMPILE_ONLY),
+        assert_cache_hit=env.get(env.ASSERT_CACHE_HIT),
+        thresholds=dict(thresholds or {}),
+        model_name=get_model_name(),
+        rank=get_rank(),
+        enable_fx_passes=bool(options.get("enable_fx_passes", True)),
+        target_device=str(options.get("target_device", "cpu")),
+    )
+
+
+def on_one_thread(request: CompileRequest) -> CompileRequest:
+    """``request`` compiled on one thread (a worker beside as many others as there are cores)."""
+    return replace(request, threads=1, config=request.config.on_one_thread())
+
+
+@dataclass(frozen=True)
+class DeferredRequest:
+    """The serialisable part of a request: what a trace job carries into its forked child.
+
+    ``compiler_args``: the job's concrete list (``None``: no per-graph override, the base
+    arguments apply); ``key_policy``: how the staged graphs are keyed (``"native"`` for graphs the
+    native seam will serve).
+    """
+
+    compiler_args: tuple[str, ...] | None = None
+    key_policy: str = "default"
+
+    def __post_init__(self) -> None:
+        args = self.compiler_args
+        if args is not None:
+            if isinstance(args, (str, bytes)) or not isinstance(args, Sequence) or not all(isinstance(a, str) for a in args):
+                raise BackendOptionError(f"compiler_args must be a list of strings or None, got {args!r}")
+            object.__setattr__(self, "compiler_args", tuple(args))
+        if self.key_policy not in KEY_POLICY_NAMES:
+            raise BackendOptionError(f"unknown key policy {self.key_policy!r}; known: {', '.join(KEY_POLICY_NAMES)}")
+
+    def to_json(self) -> str:
+        args = None if self.compiler_args is None else list(self.compiler_args)
+        return json.dumps({"compiler_args": args, "key_policy": self.key_policy}, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> "DeferredRequest":
+        try:
+            data = json.loads(text)
+        except ValueError as exc:
+            raise BackendOptionError(f"a deferred request must be JSON: {exc}") from None
+        if not isinstance(data, dict) or set(data) - {"compiler_args", "key_policy"}:
+            raise BackendOptionError(f"a deferred request holds compiler_args and key_policy, got {data!r}")
+        return cls(data.get("compiler_args"), data.get("key_policy", "default"))
