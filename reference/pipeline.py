@@ -419,12 +419,14 @@ def compile_aten_graph(
     model_name: str,
     fx_passes_us: int = 0,
     key_policy: KeyPolicy = DEFAULT_KEY,
+    compile_only: bool | None = None,
 ) -> CompiledGraph:
-    """Lower, key, build (or fetch) and load one ATen graph, recording its metrics once."""
+    """Lower, key, build (or fetch) and load one ATen graph, recording its metrics once.
+    ``compile_only``: the compile request's setting (``None``: ``TORCH_NEURONX_COMPILE_ONLY``)."""
     lowering = lower(aten_gm, graph_name=graph_name)
     return serve(
         lowering, compiler_args, graph_name=graph_name, model_name=model_name, fx_passes_us=fx_passes_us,
-        key_policy=key_policy, eager=aten_gm, nones=none_outputs(aten_gm),
+        key_policy=key_policy, eager=aten_gm, nones=none_outputs(aten_gm), compile_only=compile_only,
     )
 
 
@@ -439,6 +441,7 @@ def serve(
     eager: Callable | None = None,
     resident: Sequence[int] | None = None,
     nones: Sequence[int] = (),
+    compile_only: bool | None = None,
 ) -> CompiledGraph:
     """Build (or fetch) and load a lowered graph, recording its metrics once: the tail of
     :func:`compile_aten_graph`, also taken by a graph served from its plan (no ATen graph).
@@ -457,7 +460,7 @@ def serve(
         fx_passes_us=fx_passes_us, lower_us=lowering.lower_us,
     )
     loaded = None
-    if not env.get(env.COMPILE_ONLY):
+    if not (env.get(env.COMPILE_ONLY) if compile_only is None else compile_only):
         built, loaded = _load_or_rebuild(built, lowering, compiler_args, graph_name=graph_name, key_policy=key_policy,
                                          resident=resident)
     return CompiledGraph(built, loaded, eager, hlo=lowering.graph.hlo, lowering=lowering, nones=nones)

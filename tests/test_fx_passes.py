@@ -17,7 +17,7 @@ from torch import fx
 
 import neuron_fixtures
 from conformance.tolerances import assert_close
-from reference.backends.neuron import compile_fx_graph
+from reference.backends.neuron import NEURON_SEAM, compile_fx_graph
 from reference.fx_passes import (
     AliasingOutputRewritePass,
     CollectiveReplicaGroupsPass,
@@ -68,7 +68,7 @@ def compile_with(manager: FXPassManager | None, fn):
     def backend(gm, example_inputs, **_):
         if manager is not None:
             gm = manager.run_passes(gm, graph_name="test_graph", target_device="cpu")
-        return compile_fx_graph(gm, example_inputs, {"enable_fx_passes": False}, seam="test")
+        return compile_fx_graph(gm, example_inputs, {"enable_fx_passes": False}, seam=NEURON_SEAM)
 
     torch._dynamo.reset()
     return torch.compile(fn, backend=backend, fullgraph=True, dynamic=False)

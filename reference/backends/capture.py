@@ -19,12 +19,14 @@ import contextlib
 import contextvars
 import os
 import threading
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import torch
 import torch.distributed as dist
 
-from reference.backends.neuron import compile_fx_graph
+from reference.backends.neuron import compile_fx_graph, opt_into_graph_breaks
+from reference.backends.seam import Seam
+from reference.compiler.request import CompileRequest
 from reference.cache.staging import StagedGraph, read_staged
 from reference.core import env
 from reference.core.folders import trusted_folder
@@ -32,7 +34,7 @@ from reference.core.specs import LoweredGraph
 from reference.pipeline import DEFAULT_KEY, KEY_POLICIES, KeyPolicy, Lowering, lower, stage
 from reference.spmd.guards import mark_staged_rank
 
-__all__ = ["CAPTURES", "StagedGraph", "capture_backend", "capture_dir", "capture_to", "read_staged", "stage_graph"]
+__all__ = ["CAPTURES", "CAPTURE_SEAM", "StagedGraph", "capture_backend", "capture_dir", "capture_to", "read_staged", "stage_graph"]
 
 _capture_dir: contextvars.ContextVar[str | None] = contextvars.ContextVar("neuron_capture_dir", default=None)
 _key_policy: contextvars.ContextVar[KeyPolicy] = contextvars.ContextVar("neuron_capture_key_policy", default=DEFAULT_KEY)
@@ -86,24 +88,36 @@ def stage_graph(
     *,
     graph_name: str,
     directory: str | None = None,
+    key_policy: str | None = None,
 ) -> StagedGraph:
     """Stage one lowered graph (atomically: a reader sees no entry or a whole one), mark the rank
     that staged it in a multi-rank run (for the single-artifact check), and log it."""
     if isinstance(lowering, LoweredGraph):
         lowering = Lowering(lowering)
     directory = os.path.abspath(directory or capture_dir())
-    staged = stage(lowering, compiler_args, graph_name=graph_name, directory=directory, key_policy=_key_policy.get())
+    policy = KEY_POLICIES[key_policy] if key_policy is not None else _key_policy.get()
+    staged = stage(lowering, compiler_args, graph_name=graph_name, directory=directory, key_policy=policy)
     if dist.is_available() and dist.is_initialized():
         mark_staged_rank(staged.path, dist.get_rank())
     CAPTURES.add({"key": staged.key, "graph_name": graph_name, "compiler_args": list(compiler_args), "directory": directory})
     return staged
 
 
+def _stage_action(aten_gm: torch.fx.GraphModule, *, graph_name: str, request: CompileRequest, **_) -> Callable:
+    stage_graph(lower(aten_gm, graph_name=graph_name), request.config, graph_name=graph_name, key_policy=request.key_policy)
+    return aten_gm
+
+
+#: ``backend="neuron_libtorch_graph_capture"``: lower, key and stage every graph, run it eagerly. It
+#: takes the forced graph breaks (an op the neuron seam would not compile is not staged for it).
+#: No inference plans: nothing is served.
+CAPTURE_SEAM = Seam(
+    "neuron_libtorch_graph_capture", "stage", _stage_action, key_policy=DEFAULT_KEY, graph_breaks=True, plans=False,
+    no_plans_because="it stages graphs for parallel_compile and serves none", key_policy_from=_key_policy.get,
+)
+
+
+@opt_into_graph_breaks
 def capture_backend(gm: torch.fx.GraphModule, example_inputs: list, options: Mapping[str, Any] | None = None, mode: str | None = None):
     """``backend="neuron_libtorch_graph_capture"``: lower and stage every graph; run it eagerly."""
-
-    def handler(aten_gm, *, graph_name, compiler_args, **_):
-        stage_graph(lower(aten_gm, graph_name=graph_name), compiler_args, graph_name=graph_name)
-        return aten_gm
-
-    return compile_fx_graph(gm, example_inputs, options, seam="neuron_libtorch_graph_capture", handler=handler)
+    return compile_fx_graph(gm, example_inputs, options, seam=CAPTURE_SEAM)

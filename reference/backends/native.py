@@ -8,23 +8,23 @@ compiled first would silently serve both. :func:`_assert_cache_key_args` refuses
 within a process (a registry of the arguments each key was built with) and across processes (the
 arguments recorded in the cache entry's metadata). A nondeterministic model policy is caught here.
 
-Like every seam it calls ``apply_scoped_compiler_args`` before the platform arguments and before
-the key (through :func:`reference.backends.neuron.compile_fx_graph`).
+Like every seam it enters through :func:`reference.backends.neuron.compile_fx_graph`, whose compile
+request applies the scope before the platform arguments and before the key.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import threading
 from typing import Any, Mapping, Sequence
 
 import torch
 
-from reference.backends.neuron import compile_fx_graph
+from reference.backends.neuron import compile_fx_graph, opt_into_graph_breaks
+from reference.backends.seam import Seam, serve_graph
 from reference.compiler.driver import parse_compiler_args
 from reference.core.errors import NeuronBackendError
-from reference.pipeline import NATIVE_KEY, compile_aten_graph
+from reference.pipeline import NATIVE_KEY
 
 
 class CompilerArgsConflictError(NeuronBackendError, ValueError):
@@ -52,7 +52,7 @@ class _KeyArgsRegistry:
         self._raw: dict[str, list[str]] = {}
 
     def check_and_record(self, key: str, args: Sequence[str], graph_name: str) -> None:
-        canon = tuple(parse_compiler_args(list(args)))
+        canon = tuple(parse_compiler_args(args))  # a request's CompilerConfig: already parsed
         with self._lock:
             seen = self._args.get(key)
             if seen is None:
@@ -82,7 +82,7 @@ def _assert_cache_key_args(key: str, compiler_args: Sequence[str], *, graph_name
 
     ``recorded`` is the list an existing cache entry was built with (``None``: unknown).
     """
-    if recorded is not None and tuple(parse_compiler_args(list(recorded))) != tuple(parse_compiler_args(list(compiler_args))):
+    if recorded is not None and tuple(parse_compiler_args(list(recorded))) != tuple(parse_compiler_args(compiler_args)):
         raise CompilerArgsConflictError(key, graph_name, recorded, compiler_args, "recorded in the cache entry")
     _REGISTRY.check_and_record(key, compiler_args, graph_name)
 
@@ -94,10 +94,18 @@ def _check_key_args(key: str, compiler_args: Sequence[str], graph_name: str, rec
 #: The pipeline's native key policy with this seam's check of the arguments each key was built with.
 NATIVE_KEY_CHECKED = dataclasses.replace(NATIVE_KEY, check=_check_key_args)
 
-# The one pipeline (HLO cache, locks, failure records, fallbacks), under the native key.
-_build_native = functools.partial(compile_aten_graph, key_policy=NATIVE_KEY_CHECKED)
+#: ``backend="neuron_native_lite"``: served in-process under the structure-and-shape key. It takes
+#: the backend's forced graph breaks like ``neuron`` (an op with no lowering fails here the same
+#: way). Inference plans are the neuron seam's: a plan is found by the graph alone and served under
+#: the default key, which would bypass this seam's key and its check of the arguments.
+NATIVE_SEAM = Seam(
+    "neuron_native_lite", "serve", serve_graph(NATIVE_KEY_CHECKED), key_policy=NATIVE_KEY_CHECKED, graph_breaks=True,
+    plans=False, no_plans_because="a plan is served under the default key; this seam keys on structure and shapes "
+    "and checks the arguments of each key",
+)
 
 
+@opt_into_graph_breaks
 def native_backend(gm: torch.fx.GraphModule, example_inputs: list, options: Mapping[str, Any] | None = None, mode: str | None = None):
     """``backend="neuron_native_lite"``: compile in-process under the structure-and-shape key."""
-    return compile_fx_graph(gm, example_inputs, options, seam="neuron_native_lite", handler=_build_native)
+    return compile_fx_graph(gm, example_inputs, options, seam=NATIVE_SEAM)

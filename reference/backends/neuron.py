@@ -1,8 +1,10 @@
 """The in-process compile seam: ``torch.compile(model, backend="neuron")``.
 
-Dynamo hands this seam an FX graph. The seam resolves the options (scope first, then the platform
-arguments), runs the FX pass stage, and lowers through AOT Autograd; each ATen graph AOT Autograd
-produces goes through :func:`reference.pipeline.compile_aten_graph`.
+Dynamo hands this seam an FX graph. :func:`compile_fx_graph`, the one door every seam
+(:class:`~reference.backends.seam.Seam`) goes through, resolves the compile request once (scope
+first, then the platform arguments, the environment, the model name and the rank), runs the FX pass
+stage, and lowers through AOT Autograd; each ATen graph AOT Autograd produces goes to the seam
+(for this one, :func:`reference.pipeline.compile_aten_graph`).
 
 Registered under the names ``neuron`` and ``neuron_libtorch`` through the
 ``torch_dynamo_backends`` entry point, so ``torch.compile(..., backend="neuron")`` works without
@@ -34,7 +36,8 @@ from reference.backends import device as _device
 from reference.backends import graph_breaks, inference_plan, precompile
 from reference.backends.api import preflight
 from reference.backends.debug_artifacts import DEBUG_ARTIFACTS
-from reference.compiler.scope import apply_platform_compiler_args, apply_scoped_compiler_args
+from reference.backends.seam import Seam, serve_graph
+from reference.compiler.request import CompileRequest, resolve_request
 from reference.core import env
 from reference.core.diagnostics import ensure_default_handler, warn_user
 from reference.core.errors import (
@@ -42,10 +45,9 @@ from reference.core.errors import (
     TrainingUnsupportedError,
 )
 from reference.core.metrics import METRICS
-from reference.core.settings import get_model_name
 from reference.fx_passes import get_default_pass_manager
 from reference.lowering import nki_sdpa
-from reference.pipeline import CompiledGraph, compile_aten_graph, lower
+from reference.pipeline import DEFAULT_KEY, CompiledGraph, lower
 from reference.spmd.errors import SPMDViolationError
 
 log = logging.getLogger(__name__)
@@ -91,63 +93,59 @@ def _aot_names() -> tuple[str, str]:
     return "0", "inference"
 
 
-GraphHandler = Callable[..., Callable]
-
-
 def compile_fx_graph(
     gm: torch.fx.GraphModule,
     example_inputs: list,
     options: Mapping[str, Any] | None,
     *,
-    seam: str,
-    handler: GraphHandler | None = None,
+    seam: Seam,
     graph_digest: str | None = None,
+    request: CompileRequest | None = None,
 ) -> Any:
-    """Shared body of the seams; returns the callable Dynamo runs.
+    """The one door into the pipeline: every seam's body; returns the callable Dynamo runs.
 
-    ``handler(aten_gm, graph_name=, compiler_args=, model_name=, fx_passes_us=)`` does the
-    per-graph work and returns the graph's callable; the default compiles and loads it.
+    Resolves the compile request (:func:`~reference.compiler.request.resolve_request`: scope,
+    platform arguments, environment, model name, rank) unless one is given, runs the FX pass stage
+    and AOT Autograd, and hands each ATen graph to ``seam.graph`` (serve, stage, lower or build).
     ``graph_digest``: the :func:`~reference.cache.plan_cache.graph_digest` of the graph as Dynamo
     made it, when ``gm`` is a copy that no longer shows it (the precompile cache's rebuild).
     """
     preflight()
     ensure_default_handler()
+    if request is None:
+        options = normalize_options(options)
+        try:
+            request = resolve_request(options, seam=seam.name, key_policy=seam.key_policy_now().name,
+                                      thresholds=_thresholds())
+        except NEFFCompilationError as exc:  # a compiler argument the compiler rejects: a compile failure
+            return _eager_fallback(exc, gm, fallback=not env.get(env.DISABLE_FALLBACK_EXECUTION))
     if _symbolic(example_inputs):
         _reject_explicit_dynamic()
-        return _PerShape(gm, options, seam=seam, handler=handler)
+        return _PerShape(gm, seam=seam, request=request)  # compiled per shape under this request
     user_indices = _device.user_argument_indices(gm)
-    handler = handler or compile_aten_graph
-    options = normalize_options(options)
-    options = apply_scoped_compiler_args(options)
-    try:
-        options = apply_platform_compiler_args(options)
-    except NEFFCompilationError as exc:  # a compiler argument the compiler rejects: a compile failure
-        return _eager_fallback(exc, gm)
-    compiler_args = list(options["compiler_args"])
-    model_name = get_model_name()
+    compiler_args = request.config
+    model_name = request.model_name
+    fallback = request.fallback
 
-    planned = handler is compile_aten_graph  # the pipeline compiles and loads it: it may have a plan
+    planned = seam.plans  # the seam serves under the default key: a graph may have a plan
     digest = (graph_digest or plan_cache.graph_digest(gm)) if planned else ""  # before the passes change it
     fx_us = 0
     eager_gm = gm
     pass_identity = NO_PASSES
-    if options.get("enable_fx_passes", True):
+    if request.enable_fx_passes:
         start = time.perf_counter()
         manager = get_default_pass_manager()
         try:
-            gm = manager.run_passes(
-                gm, target_device=options.get("target_device", DEFAULT_TARGET_DEVICE), graph_name=f"{model_name}_dynamo"
-            )
+            gm = manager.run_passes(gm, target_device=request.target_device, graph_name=f"{model_name}_dynamo")
         except SPMDViolationError:  # a guard rail under the strict flag: never a fallback (docs/spmd.md)
             raise
         except NeuronBackendError as exc:  # a pass that fails is a compile failure like any other
-            return _eager_fallback(exc, eager_gm)
+            return _eager_fallback(exc, eager_gm, fallback=fallback)
         fx_us = int((time.perf_counter() - start) * 1e6)
         pass_identity = manager.uuid()
 
-    # A graph compiled and loaded by the pipeline (not a tool's handler) may have an inference plan:
-    # then a warm start skips AOT Autograd's trace, and every call its runtime wrapper
-    # (reference.backends.inference_plan).
+    # A graph the seam serves under the default key may have an inference plan: then a warm start
+    # skips AOT Autograd's trace, and every call its runtime wrapper (reference.backends.inference_plan).
     key = inference_plan.plan_key(digest, example_inputs, pass_identity) if planned else None
     if key is not None:
         try:
@@ -155,13 +153,13 @@ def compile_fx_graph(
                 key, len(example_inputs), compiler_args=compiler_args, model_name=model_name, fx_passes_us=fx_us
             )
         except NeuronBackendError as exc:
-            return _eager_fallback(exc, gm)
+            return _eager_fallback(exc, gm, fallback=fallback)
         if served is not None:
             call, compiled, plan = served
             _write_debug_artifacts(call.graph_name, plan.aten_code, compiled)
             from torch._dynamo import disable
 
-            run = disable(_with_fallback(call, gm), reason="a compiled neuron graph")
+            run = disable(_with_fallback(call, gm, fallback=fallback), reason="a compiled neuron graph")
             return _device.place(run, user_indices, graph_name=f"{model_name}_dynamo")
 
     made: list = []  # (plan, compiled graph, name) of each graph that needs no AOT runtime wrapper
@@ -171,16 +169,14 @@ def compile_fx_graph(
         nth = METRICS.next_graph_index(model_name, aot_id, graph_type)
         graph_name = f"{model_name}_{aot_id}_{graph_type}_{nth}"
         aten_gm.meta[PASS_IDENTITY_META] = pass_identity  # the HLO cache keys on the pipeline that ran
-        compiled = handler(
-            aten_gm, graph_name=graph_name, compiler_args=compiler_args, model_name=model_name, fx_passes_us=fx_us
-        )
+        compiled = seam.graph(aten_gm, graph_name=graph_name, request=request, fx_passes_us=fx_us)
         plan = inference_plan.plan_for(aten_gm, len(example_inputs), graph_type, compiled) if planned else None
         if plan is not None:
             made.append((plan, compiled, graph_name))
             if key is not None:
                 inference_plan.record(key, plan)
         _write_debug_artifacts(graph_name, aten_gm.code, compiled)
-        return _with_fallback(compiled, aten_gm)
+        return _with_fallback(compiled, aten_gm, fallback=fallback)
 
     def bw_compiler(aten_gm: torch.fx.GraphModule, _aten_inputs: list):
         # Called while the forward compiles (see _aot): the backward graph is lowered now, so a
@@ -197,26 +193,44 @@ def compile_fx_graph(
             raise TrainingUnsupportedError(exc) from exc
 
         def build():
-            compiled = handler(
-                aten_gm, graph_name=graph_name, compiler_args=compiler_args, model_name=model_name, fx_passes_us=fx_us
-            )
+            compiled = seam.graph(aten_gm, graph_name=graph_name, request=request, fx_passes_us=fx_us)
             _write_debug_artifacts(graph_name, aten_gm.code, compiled)
             return compiled
 
-        return _BackwardGraph(build, aten_gm, graph_name)
+        return _BackwardGraph(build, aten_gm, graph_name, fallback=fallback)
 
     try:
         compiled_fn = _aot(gm, example_inputs, fw_compiler, bw_compiler, nki_sdpa.decompositions())
     except NeuronBackendError as exc:
-        return _eager_fallback(exc, gm)
+        return _eager_fallback(exc, gm, fallback=fallback)
     if len(made) == 1:  # one inference graph whose wrapper would only copy mutated inputs back
         plan, compiled, graph_name = made[0]
         from torch._dynamo import disable
 
         compiled_fn = disable(
-            _with_fallback(inference_plan.PlannedCall(compiled, plan, graph_name), gm), reason="a compiled neuron graph"
+            _with_fallback(inference_plan.PlannedCall(compiled, plan, graph_name), gm, fallback=fallback),
+            reason="a compiled neuron graph",
         )
     return _device.place(compiled_fn, user_indices, graph_name=f"{model_name}_dynamo")
+
+
+def _thresholds() -> dict[str, int]:
+    return {name: graph_breaks.THRESHOLDS.get(name) for name in graph_breaks.DEFAULT_THRESHOLDS}
+
+
+def opt_into_graph_breaks(backend: Callable) -> Callable:
+    """Mark a Dynamo backend function as one that takes the backend's forced graph breaks."""
+    return graph_breaks.forces_graph_breaks(backend)
+
+
+def seam_backend(seam: Seam, options: Mapping[str, Any] | None = None) -> Callable:
+    """A Dynamo backend function for ``seam`` (``torch.compile(model, backend=...)``), opted into
+    the forced graph breaks when the seam is."""
+
+    def backend(gm, example_inputs, **_):
+        return compile_fx_graph(gm, example_inputs, options, seam=seam)
+
+    return opt_into_graph_breaks(backend) if seam.graph_breaks else backend
 
 
 def _aot(gm: torch.fx.GraphModule, example_inputs: list, fw_compiler: Callable, bw_compiler: Callable, decompositions) -> Callable:
@@ -256,25 +270,26 @@ class _BackwardGraph:
     A failure to build or run it takes the fallback of every graph: re-raised (the default), or,
     with ``TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION=0``, a warning and the graph run eagerly."""
 
-    def __init__(self, build: Callable[[], Callable], aten_gm: torch.fx.GraphModule, graph_name: str) -> None:
+    def __init__(self, build: Callable[[], Callable], aten_gm: torch.fx.GraphModule, graph_name: str, *, fallback: bool) -> None:
         self._build = build
         self._aten_gm = aten_gm
         self.graph_name = graph_name
+        self._fallback = fallback
         self._run: Callable | None = None
 
     def __call__(self, *args):
         if self._run is None:
             try:
-                self._run = _with_fallback(self._build(), self._aten_gm)
+                self._run = _with_fallback(self._build(), self._aten_gm, fallback=self._fallback)
             except NeuronBackendError as exc:
-                self._run = _eager_fallback(exc, self._aten_gm)
+                self._run = _eager_fallback(exc, self._aten_gm, fallback=self._fallback)
         return self._run(*args)
 
 
-def _eager_fallback(exc: NeuronBackendError, gm: torch.fx.GraphModule) -> Callable:
-    """Re-raise (the default), or with ``TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION=0`` warn and run
-    the original graph eagerly."""
-    if env.get(env.DISABLE_FALLBACK_EXECUTION):
+def _eager_fallback(exc: NeuronBackendError, gm: torch.fx.GraphModule, *, fallback: bool) -> Callable:
+    """Re-raise (the default), or with ``fallback`` (``TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION=0``
+    when the request was made) warn and run the original graph eagerly."""
+    if not fallback:
         raise exc
     warn_user(f"neuron backend: compilation failed, running the graph eagerly: {exc}")
     METRICS.note_fallback(getattr(exc, "graph_name", None) or "a Dynamo graph", f"compilation failed: {exc}")
@@ -343,13 +358,14 @@ def _specialize(gm: torch.fx.GraphModule, args: tuple) -> tuple[torch.fx.GraphMo
 
 
 class _PerShape:
-    """Compiles a graph Dynamo traced with symbolic sizes once per concrete set of input shapes."""
+    """Compiles a graph Dynamo traced with symbolic sizes once per concrete set of input shapes,
+    each under the request resolved when Dynamo handed the graph over (not the scope or the
+    environment of the call that brings a new shape)."""
 
-    def __init__(self, gm, options, *, seam, handler) -> None:
+    def __init__(self, gm, *, seam: Seam, request: CompileRequest) -> None:
         self._gm = gm
-        self._options = options
         self._seam = seam
-        self._handler = handler
+        self._request = request
         self._compiled: dict[tuple, tuple[Callable, list[int]]] = {}
 
     def __call__(self, *args):
@@ -360,14 +376,14 @@ class _PerShape:
         entry = self._compiled.get(key)
         if entry is None:
             sgm, keep = _specialize(self._gm, args)
-            fn = compile_fx_graph(sgm, [args[i] for i in keep], self._options, seam=self._seam, handler=self._handler)
+            fn = compile_fx_graph(sgm, [args[i] for i in keep], None, seam=self._seam, request=self._request)
             entry = self._compiled[key] = (fn, keep)
         fn, keep = entry
         return fn(*[args[i] for i in keep])
 
 
-def _with_fallback(compiled, aten_gm):
-    if env.get(env.DISABLE_FALLBACK_EXECUTION):
+def _with_fallback(compiled, aten_gm, *, fallback: bool):
+    if not fallback:
         return compiled
 
     def run(*args):
@@ -381,14 +397,23 @@ def _with_fallback(compiled, aten_gm):
     return run
 
 
+#: ``backend="neuron"``: serve every graph in-process under the default key, with inference plans.
+NEURON_SEAM = Seam("neuron", "serve", serve_graph(DEFAULT_KEY), key_policy=DEFAULT_KEY, graph_breaks=True, plans=True)
+
+
 @graph_breaks.forces_graph_breaks
 def neuron_backend(gm: torch.fx.GraphModule, example_inputs: list, options: Mapping[str, Any] | None = None, mode: str | None = None):
     """``backend="neuron"``: compile every graph in-process and run it."""
     if mode not in (None, "default"):
         warn_user(f"neuron backend: mode={mode!r} has no effect; compiling with the default mode")
     if precompile.enabled():  # TORCH_CACHING_PRECOMPILE: hand PyTorch a rebuildable artifact
-        precompile.record(gm, example_inputs, options, compile_fx_graph, graph_digest=plan_cache.graph_digest(gm))
-    return compile_fx_graph(gm, example_inputs, options, seam="neuron_libtorch")
+        precompile.record(gm, example_inputs, options, rebuild_precompiled, graph_digest=plan_cache.graph_digest(gm))
+    return compile_fx_graph(gm, example_inputs, options, seam=NEURON_SEAM)
+
+
+def rebuild_precompiled(gm: torch.fx.GraphModule, example_inputs: list, options: Mapping[str, Any] | None, **kwargs):
+    """Compile a graph loaded from PyTorch's precompile cache again, through the neuron seam."""
+    return compile_fx_graph(gm, example_inputs, options, seam=NEURON_SEAM, **kwargs)
 
 
 @graph_breaks.forces_graph_breaks

@@ -37,7 +37,7 @@ class _Payload:
     graph: bytes  # pickled GraphModule
     specs: list[tuple]  # (dtype, shape, stride[, requires_grad]) per example input
     options: dict[str, Any]
-    rebuild: Callable[..., Any]  # the seam's compile function (pickled by its qualified name)
+    rebuild: Callable[..., Any]  # the seam's rebuild function (pickled by its qualified name)
     graph_digest: str | None = None  # the graph as Dynamo made it (the inference plan's key reads it)
 
 
@@ -61,7 +61,7 @@ class LazyNeuronCallable:
         ]  # requires_grad as the first compile saw it: the inference plan's key reads it
         digest = getattr(self._payload, "graph_digest", None)  # absent from artifacts saved before it was kept
         extra = {"graph_digest": digest} if digest else {}
-        return self._payload.rebuild(gm, example, self._payload.options, seam="neuron_libtorch", **extra)
+        return self._payload.rebuild(gm, example, self._payload.options, **extra)
 
     def __call__(self, *args):
         if self._compiled is None:
@@ -88,8 +88,8 @@ def record(
 ) -> bool:
     """Record the graph for PyTorch's precompile cache; False when it cannot be (a warning is logged).
 
-    ``rebuild(gm, example_inputs, options, seam=)`` compiles the graph again when the artifact is
-    loaded: a module-level function, pickled by name."""
+    ``rebuild(gm, example_inputs, options, graph_digest=)`` compiles the graph again, through its
+    seam, when the artifact is loaded: a module-level function, pickled by name."""
     backend_id = gm.meta.get("backend_id") if hasattr(gm, "meta") else None
     if not backend_id:
         return False

@@ -3,12 +3,13 @@ needs nothing here; the deferred flow is ``parallel_trace`` (capture in forked c
 ``parallel_compile`` (build the staged graphs in parallel into the NEFF cache)."""
 
 from reference.flows.parallel_compile import CompileReport, ParallelCompileError, check_staged_graphs, parallel_compile
-from reference.flows.parallel_trace import ParallelTraceError, TraceJobError, TraceResult, parallel_trace
+from reference.flows.parallel_trace import ParallelTraceError, TraceJob, TraceJobError, TraceResult, parallel_trace
 
 __all__ = [
     "CompileReport",
     "ParallelCompileError",
     "ParallelTraceError",
+    "TraceJob",
     "TraceJobError",
     "TraceResult",
     "check_staged_graphs",

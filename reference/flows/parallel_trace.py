@@ -1,8 +1,10 @@
 """``parallel_trace(jobs)``: capture many graphs at once, each job in its own forked child.
 
-A job is ``(model, kwargs, compiler_args)``: the child opens ``scoped_compiler_args(compiler_args)``
-and calls ``model(**kwargs)`` under the capture directory, so the capture seam stages the job's
-graphs with the job's arguments. A two-element job ``(model, kwargs)`` (the native path, which
+A job is ``(model, kwargs, compiler_args)`` (or a :class:`TraceJob`): it carries the serialisable
+part of its compile request (:class:`~reference.compiler.request.DeferredRequest`: the concrete
+list and the key policy) into the child as JSON; the child opens
+``scoped_compiler_args(compiler_args)`` and calls ``model(**kwargs)`` under the capture directory,
+so the capture seam stages the job's graphs with the job's arguments. A two-element job ``(model, kwargs)`` (the native path, which
 resolves its arguments in-process) runs with no scope. This module never calls model policy code:
 it only reads the concrete list the runner put on the job.
 
@@ -19,13 +21,15 @@ it as itself, ``from`` the child's traceback, whatever ``raise_on_error`` says.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
 from reference.backends.capture import CAPTURES, capture_backend, capture_dir, capture_to
+from reference.compiler.request import DeferredRequest
 from reference.compiler.scope import scoped_compiler_args
-from reference.core.errors import NeuronBackendError
+from reference.core.errors import BackendOptionError, NeuronBackendError
 from reference.flows.forked import ChildOutcome, reraise, run_forked
 from reference.spmd.errors import SPMDViolationError
 
@@ -68,32 +72,54 @@ def _model_name(model: Any) -> str:
     return getattr(inner, "__qualname__", None) or type(inner).__name__
 
 
-def job_identity(index: int, job: Sequence[Any]) -> str:
-    args = job[2] if len(job) == 3 else "<no scope>"
-    return f"trace job {index} ({_model_name(job[0])}, compiler_args={args!r})"
+@dataclass(frozen=True)
+class TraceJob:
+    """One trace job: ``model(**kwargs)`` in a forked child under ``request``, the serialisable
+    part of its compile request (its concrete argument list, or ``None`` for no scope, and the key
+    policy the graphs are staged under). ``scoped`` is False for a two-element job (the native
+    path, which resolves its arguments in-process): no scope is opened at all."""
 
+    model: Callable
+    kwargs: Mapping[str, Any]
+    request: DeferredRequest
+    scoped: bool = True
 
-def validate_jobs(jobs: Sequence[Any]) -> list[tuple]:
-    """Check every job's shape; raises :class:`TraceJobError` naming the first bad job."""
-    out: list[tuple] = []
-    for i, job in enumerate(jobs):
+    @classmethod
+    def from_tuple(cls, job: Sequence[Any], index: int, key_policy: str = "default") -> "TraceJob":
+        """A job from the seeds' tuple form ``(model, kwargs)`` or ``(model, kwargs, compiler_args)``;
+        raises :class:`TraceJobError` naming the job."""
+        if isinstance(job, TraceJob):
+            return job
         if not isinstance(job, (tuple, list)) or len(job) not in (2, 3):
             n = len(job) if isinstance(job, (tuple, list)) else type(job).__name__
             raise TraceJobError(
-                f"trace job {i}: expected (model, kwargs) or (model, kwargs, compiler_args), got "
+                f"trace job {index}: expected (model, kwargs) or (model, kwargs, compiler_args), got "
                 f"{'a ' + n if isinstance(n, str) else f'{n} elements'}"
             )
         model, kwargs = job[0], job[1]
         if not callable(model):
-            raise TraceJobError(f"trace job {i}: the model ({type(model).__name__}) is not callable")
+            raise TraceJobError(f"trace job {index}: the model ({type(model).__name__}) is not callable")
         if not isinstance(kwargs, Mapping):
-            raise TraceJobError(f"trace job {i}: kwargs must be a dict of keyword arguments, got {type(kwargs).__name__}")
-        if len(job) == 3 and job[2] is not None:
-            args = job[2]
-            if isinstance(args, (str, bytes)) or not isinstance(args, Sequence) or not all(isinstance(a, str) for a in args):
-                raise TraceJobError(f"trace job {i}: compiler_args must be a list of strings or None, got {args!r}")
-        out.append(tuple(job))
-    return out
+            raise TraceJobError(f"trace job {index}: kwargs must be a dict of keyword arguments, got {type(kwargs).__name__}")
+        args = job[2] if len(job) == 3 else None
+        try:
+            request = DeferredRequest(compiler_args=args, key_policy=key_policy)
+        except BackendOptionError as exc:
+            raise TraceJobError(f"trace job {index}: {exc}") from None
+        return cls(model, kwargs, request, scoped=len(job) == 3)
+
+    def identity(self, index: int) -> str:
+        args = list(self.request.compiler_args) if self.request.compiler_args is not None else None
+        return f"trace job {index} ({_model_name(self.model)}, compiler_args={args if self.scoped else '<no scope>'!r})"
+
+
+def job_identity(index: int, job: Sequence[Any] | TraceJob) -> str:
+    return TraceJob.from_tuple(job, index).identity(index)
+
+
+def validate_jobs(jobs: Sequence[Any], *, key_policy: str = "default") -> list[TraceJob]:
+    """Check every job's shape; raises :class:`TraceJobError` naming the first bad job."""
+    return [TraceJob.from_tuple(job, i, key_policy) for i, job in enumerate(jobs)]
 
 
 def _is_compiled(model: Any) -> bool:
@@ -102,22 +128,20 @@ def _is_compiled(model: Any) -> bool:
     return isinstance(model, torch._dynamo.eval_frame.OptimizedModule) or hasattr(model, "_torchdynamo_orig_callable")
 
 
-def _trace_one(job: tuple, cache_dir: str, options: Mapping[str, Any] | None, key_policy: str) -> list[dict[str, Any]]:
-    """Runs in the child."""
+def _trace_one(job: TraceJob, request_json: str, cache_dir: str, options: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+    """Runs in the child, from the job's request as it crossed the fork (``request_json``)."""
     import torch
 
+    request = DeferredRequest.from_json(request_json)
     torch.set_num_threads(1)
     torch._dynamo.reset()
     CAPTURES.clear()
-    model, kwargs = job[0], job[1]
+    model, kwargs = job.model, job.kwargs
     if not _is_compiled(model):
         model = torch.compile(model, backend=capture_backend, options=dict(options) if options else None, dynamic=False)
-    with capture_to(cache_dir, key_policy=key_policy), torch.no_grad():
-        if len(job) == 3:
-            with scoped_compiler_args(job[2]):
-                model(**kwargs)
-        else:
-            model(**kwargs)
+    scope = scoped_compiler_args(request.compiler_args) if job.scoped else contextlib.nullcontext()
+    with capture_to(cache_dir, key_policy=request.key_policy), torch.no_grad(), scope:
+        model(**kwargs)
     captured = CAPTURES.entries()
     if not captured:
         raise TraceJobError(
@@ -145,10 +169,13 @@ def parallel_trace(
     failed job raises :class:`ParallelTraceError` after all jobs have ended. A job that hit a
     guard-rail violation raises that violation (see the module doc), with or without it.
     """
-    checked = validate_jobs(jobs)
+    checked = validate_jobs(jobs, key_policy=key_policy)
     directory = os.path.abspath(os.fspath(cache_dir)) if cache_dir is not None else capture_dir()
     workers = workers or max(1, min(len(checked), os.cpu_count() or 1))
-    tasks = [(job_identity(i, job), (lambda job=job: _trace_one(job, directory, options, key_policy))) for i, job in enumerate(checked)]
+    tasks = [
+        (job.identity(i), (lambda job=job, text=job.request.to_json(): _trace_one(job, text, directory, options)))
+        for i, job in enumerate(checked)
+    ]
 
     def to_result(i: int, o: ChildOutcome) -> TraceResult:
         if o.ok:

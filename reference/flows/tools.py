@@ -1,8 +1,9 @@
 """Tools that trace a model without serving it: lower its graphs, or build their artifacts.
 
-The conformance adapter, the benchmarks and the SPMD tests use them. Every tool runs the model once
-under Dynamo with the seam's options, FX passes and graph breaks, and hands each ATen graph to the
-pipeline's steps (:mod:`reference.pipeline`) instead of serving it.
+The conformance adapter, the benchmarks and the SPMD tests use them. Every tool is a seam
+(:class:`~reference.backends.seam.Seam`): it runs the model once under Dynamo through the same door
+as ``backend="neuron"`` (the compile request, the FX passes, the graph breaks, AOT Autograd) and
+hands each ATen graph to the pipeline's steps (:mod:`reference.pipeline`) instead of serving it.
 """
 
 from __future__ import annotations
@@ -12,68 +13,59 @@ from typing import Any, Callable, Mapping
 
 import torch
 
-from reference.backends import graph_breaks
-from reference.backends.neuron import GraphHandler, compile_fx_graph
-from reference.lowering.stablehlo import lower_to_stablehlo
-from reference.pipeline import build, lower
+from reference.backends.neuron import seam_backend
+from reference.backends.seam import Seam
+from reference.pipeline import Lowering, build, lower
 
 
-def run_with_handler(
+def run_seam(
     model: Callable,
     args: tuple,
-    handler: GraphHandler,
+    seam: Seam,
     *,
-    seam: str,
     kwargs: dict | None = None,
     options: Mapping[str, Any] | None = None,
-    force_graph_breaks: bool = False,
 ) -> None:
-    """Run ``model(*args, **kwargs)`` once under Dynamo with ``handler`` in place of compiling
-    each ATen graph (see :func:`compile_fx_graph`), without gradients, from a clean Dynamo state
-    and leaving one. The tools that trace without serving (lowering, staging, building) use it;
-    ``force_graph_breaks`` applies the backend's graph-break rules as ``backend="neuron"`` does."""
-
-    def backend(gm, example_inputs, **_):
-        return compile_fx_graph(gm, example_inputs, options, seam=seam, handler=handler)
-
-    if force_graph_breaks:
-        backend = graph_breaks.forces_graph_breaks(backend)
-
+    """Run ``model(*args, **kwargs)`` once under Dynamo through ``seam`` (the one door,
+    :func:`~reference.backends.neuron.compile_fx_graph`, with the seam's graph breaks), without
+    gradients, from a clean Dynamo state and leaving one. The tools that trace without serving
+    (lowering, building) use it."""
     torch._dynamo.reset()
     try:
         with torch.no_grad():
-            torch.compile(model, backend=backend, dynamic=False)(*args, **(kwargs or {}))
+            torch.compile(model, backend=seam_backend(seam, options), dynamic=False)(*args, **(kwargs or {}))
     finally:
         torch._dynamo.reset()
 
 
-def lower_graphs(model: Callable, args: tuple, options: Mapping[str, Any] | None = None) -> list:
-    """Run Dynamo, the passes and lowering on ``model(*args)`` without compiling.
+def lowering_seam(collect: Callable[[str, Lowering], None]) -> Seam:
+    """A seam that lowers each graph through the pipeline (its HLO cache, and an SPMD program for a
+    graph with collectives) exactly as the serving seams do, hands ``collect(graph_name,
+    lowering)`` the result and runs the graph eagerly: the adapter's ``lower()``."""
 
-    Returns the :class:`~reference.lowering.stablehlo.LoweredGraph` of every graph, in the order
-    Dynamo produced them; the model runs eagerly.
-    """
-    lowered: list = []
-
-    def handler(aten_gm, *, graph_name, **_):
-        lowered.append(lower_to_stablehlo(aten_gm, graph_name=graph_name))
+    def lower_only(aten_gm, *, graph_name, **_):
+        collect(graph_name, lower(aten_gm, graph_name=graph_name))
         return aten_gm
 
-    run_with_handler(model, args, handler, seam="lower", options=options, force_graph_breaks=True)
+    return Seam("lower", "lower", lower_only, graph_breaks=True, no_plans_because="it serves nothing")
+
+
+def lower_graphs(model: Callable, args: tuple, options: Mapping[str, Any] | None = None, kwargs: dict | None = None) -> list:
+    """Run Dynamo, the passes and lowering on ``model(*args)`` without compiling.
+
+    Returns the :class:`~reference.lowering.stablehlo.LoweredGraph` of every graph (for a graph
+    with collectives, its whole-program text), in the order Dynamo produced them; the model runs
+    eagerly.
+    """
+    lowered: list = []
+    run_seam(model, args, lowering_seam(lambda _name, lowering: lowered.append(lowering.graph)), kwargs=kwargs, options=options)
     return lowered
 
 
 def lower_texts(model, args: tuple, kwargs: dict | None = None, options=None) -> list[str]:
     """The keyed text of every graph of ``model(*args, **kwargs)``: the whole-program text for a
     graph with collectives, the StableHLO module otherwise. Runs the model eagerly; compiles nothing."""
-    texts: list[str] = []
-
-    def handler(aten_gm, *, graph_name, **_):
-        texts.append(lower(aten_gm, graph_name=graph_name).graph.hlo)
-        return aten_gm
-
-    run_with_handler(model, args, handler, seam="lower", kwargs=kwargs, options=options)
-    return texts
+    return [g.hlo for g in lower_graphs(model, args, options=options, kwargs=kwargs)]
 
 
 def build_only(model, args: tuple, kwargs: dict | None = None, options=None, stats: dict | None = None) -> dict[str, str]:
@@ -87,11 +79,11 @@ def build_only(model, args: tuple, kwargs: dict | None = None, options=None, sta
     timings.setdefault("lower_s", 0.0)
     timings.setdefault("build_s", 0.0)
 
-    def handler(aten_gm, *, graph_name, compiler_args, **_):
+    def build_graph(aten_gm, *, graph_name, request, **_):
         t0 = time.perf_counter()
         lowering = lower(aten_gm, graph_name=graph_name)
         t1 = time.perf_counter()
-        built = build(lowering, compiler_args, graph_name=graph_name)
+        built = build(lowering, request.config, graph_name=graph_name)
         timings["lower_s"] += t1 - t0
         timings["build_s"] += time.perf_counter() - t1
         keys[graph_name] = built.key
@@ -102,5 +94,6 @@ def build_only(model, args: tuple, kwargs: dict | None = None, options=None, sta
 
         return zeros
 
-    run_with_handler(model, args, handler, seam="build_only", kwargs=kwargs, options=options)
+    seam = Seam("build_only", "build", build_graph, graph_breaks=True, no_plans_because="it loads nothing")
+    run_seam(model, args, seam, kwargs=kwargs, options=options)
     return keys
