@@ -99,6 +99,20 @@ def test_a_cold_compile_parses_its_arguments_once(backend, monkeypatch, tmp_path
     assert calls == [["-O2"]], f"{backend}: parsed {len(calls)} times: {calls}"
 
 
+def test_a_parsed_config_in_the_scope_is_not_parsed_again(monkeypatch):
+    config = driver.CompilerConfig.from_args(["-O3", "--lnc=2"])
+    calls = _count_parses(monkeypatch)
+    with scoped_compiler_args(config):
+        request = resolve_request({}, seam="neuron")
+    assert calls == []
+    assert request.compiler_args == ["-O3", "--lnc=2", "--target", "trn2"]
+    assert request.config.pairs == (("-O", "3"), ("--lnc", "2"), ("--target", "trn2"))
+    with env.override(**{env.CC_FLAGS: "--auto-cast all"}), scoped_compiler_args(config):
+        request = resolve_request({}, seam="neuron")
+    assert calls == [["--auto-cast", "all"]], "only the platform's flags are parsed"
+    assert request.config.auto_cast == "all" and request.config.optlevel == 3
+
+
 # --- the deferred path carries a typed, serialisable request ------------------------------------
 
 _ARG = st.sampled_from(["-O1", "-O2", "-O3", "--lnc", "2", "--target", "trn3", "--auto-cast", "matmult"])

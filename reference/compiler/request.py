@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Mapping, Sequence
 
 from reference.compiler.driver import CompilerConfig
-from reference.compiler.scope import current_scoped_compiler_args, platform_compiler_config
+from reference.compiler.scope import current_scoped_config, platform_compiler_config
 from reference.core import env
 from reference.core.errors import BackendOptionError
 from reference.core.settings import get_model_name, get_rank
@@ -95,7 +95,7 @@ def resolve_request(
     if key_policy not in KEY_POLICY_NAMES:
         raise BackendOptionError(f"unknown key policy {key_policy!r}; known: {', '.join(KEY_POLICY_NAMES)}")
     options = dict(options or {})
-    scoped = current_scoped_compiler_args()
+    scoped = current_scoped_config()
     if scoped is not None:
         options["compiler_args"] = scoped
     config = platform_compiler_config(options)
