@@ -27,7 +27,9 @@ def _lower_in_child(impl_spec: str, tmp_path, seed: str, tag: str) -> dict:
     workdir = tmp_path / f"cwd-{tag}"
     workdir.mkdir()
     out = tmp_path / f"hlo-{tag}.json"
-    env = {**os.environ, "PYTHONHASHSEED": seed}
+    # each child has an HLO cache of its own: lowering goes through the path users run (HLO cache
+    # included), and a text one child read from the other's cache would prove nothing
+    env = {**os.environ, "PYTHONHASHSEED": seed, "TORCH_NEURONX_HLO_CACHE_DIR": str(tmp_path / f"hlo-cache-{tag}")}
     cmd = [sys.executable, "-m", "conformance._lower_child", "--impl", impl_spec, "--out", str(out), *NAMES]
     proc = subprocess.run(cmd, cwd=workdir, env=env, capture_output=True, text=True, timeout=600)
     raise_if_not_supported(proc.returncode, proc.stderr, "lowering child")
