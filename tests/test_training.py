@@ -186,16 +186,17 @@ def _failing_build():
 # a real backward graph that lowers but does not compile is not at hand.
 
 
-def test_a_backward_graph_that_fails_to_build_raises_by_default(monkeypatch):
-    monkeypatch.delenv("TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION", raising=False)
-    graph = _BackwardGraph(_failing_build, _backward_gm(), "m_0_backward_0")
+# The fallback is the compile request's (TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION when it was made).
+
+
+def test_a_backward_graph_that_fails_to_build_raises_by_default():
+    graph = _BackwardGraph(_failing_build, _backward_gm(), "m_0_backward_0", fallback=False)
     with pytest.raises(NEFFCompilationError, match="m_0_backward_0"):
         graph(torch.ones(2), torch.ones(2))
 
 
-def test_a_backward_graph_that_fails_to_build_runs_eagerly_with_the_fallback(monkeypatch):
-    monkeypatch.setenv("TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION", "0")
-    graph = _BackwardGraph(_failing_build, _backward_gm(), "m_0_backward_0")
+def test_a_backward_graph_that_fails_to_build_runs_eagerly_with_the_fallback():
+    graph = _BackwardGraph(_failing_build, _backward_gm(), "m_0_backward_0", fallback=True)
     with pytest.warns(UserWarning, match="running the graph eagerly.*m_0_backward_0"):
         out = graph(torch.full((2,), 2.0), torch.full((2,), 3.0))
     assert torch.equal(out[0], torch.full((2,), 6.0)) and out[1] is None
