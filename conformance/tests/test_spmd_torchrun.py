@@ -2,7 +2,7 @@
 
 Two ``torchrun`` agents on this machine form one world (``--nnodes 2``, c10d rendezvous on
 loopback), each starting ``CONFORMANCE_TORCHRUN_NPROC`` ranks (default 2) that run
-``python -m conformance.harness.spmd_world``. Each agent is a host of its own: its own cache directories and
+``python -m conformance.models.spmd_world``. Each agent is a host of its own: its own cache directories and
 its own results directory, nothing shared but the rendezvous. The ranks read rank, world and
 master from the environment torchrun set.
 
@@ -22,7 +22,7 @@ import pytest
 from conformance.harness.implementation import NotSupported
 from conformance.harness.launcher import scenario
 from conformance.plugin import SUITE
-from conformance.harness.spmd_world import AgentsFailed, run_on_hosts
+from conformance.models.spmd_world import AgentsFailed, run_on_hosts
 from conformance.harness.tolerances import assert_close
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("spmd_ranks"), pytest.mark.capability("spmd")]

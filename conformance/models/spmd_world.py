@@ -2,7 +2,7 @@
 launcher, or anything that sets torch.distributed's environment.
 
     torchrun --nnodes 2 --nproc-per-node 2 --rdzv-backend c10d --rdzv-endpoint HOST:PORT \\
-        -m conformance.harness.spmd_world --scenarios decoder_spmd,deferred_decoder --out results/
+        -m conformance.models.spmd_world --scenarios decoder_spmd,deferred_decoder --out results/
 
 Each rank reads ``RANK``, ``WORLD_SIZE``, ``MASTER_ADDR`` and ``MASTER_PORT`` (and, where set,
 ``LOCAL_RANK`` and ``GROUP_RANK``, its host's number) from the environment, joins one gloo group
@@ -40,9 +40,9 @@ def rank_environment(environ: dict[str, str] | None = None) -> dict[str, Any]:
     missing = [name for name in REQUIRED_ENV if not environ.get(name)]
     if missing:
         raise RankEnvironmentError(
-            f"conformance.harness.spmd_world runs as one rank of a world, but {', '.join(missing)} "
+            f"conformance.models.spmd_world runs as one rank of a world, but {', '.join(missing)} "
             f"{'is' if len(missing) == 1 else 'are'} not set; start it with torchrun "
-            "(torchrun --nnodes N --nproc-per-node M --rdzv-backend c10d --rdzv-endpoint HOST:PORT -m conformance.harness.spmd_world ...) "
+            "(torchrun --nnodes N --nproc-per-node M --rdzv-backend c10d --rdzv-endpoint HOST:PORT -m conformance.models.spmd_world ...) "
             "or set RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT yourself"
         )
 
@@ -110,7 +110,7 @@ def run_on_hosts(
     command = [
         sys.executable, "-m", "torch.distributed.run", "--nnodes", str(len(hosts)), "--nproc-per-node", str(nproc),
         "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", f"conformance-{port}",
-        "--local-addr", "127.0.0.1", "--max-restarts", "0", "-m", "conformance.harness.spmd_world", "--scenarios", ",".join(scenarios),
+        "--local-addr", "127.0.0.1", "--max-restarts", "0", "-m", "conformance.models.spmd_world", "--scenarios", ",".join(scenarios),
     ] + (["--impl", impl_spec] if impl_spec else [])
     agents = []
     start = time.monotonic()
@@ -151,7 +151,7 @@ def _loopback_interface() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m conformance.harness.spmd_world", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m conformance.models.spmd_world", description=__doc__.split("\n\n")[0])
     parser.add_argument("--scenarios", required=True, help="comma-separated names from conformance/models/spmd_scenarios.py")
     parser.add_argument("--out", required=True, help="directory (on this host) for rank<RANK>.pt")
     parser.add_argument("--impl", default=None, help="package.module:factory (default: CONFORMANCE_IMPL or the reference)")
@@ -180,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
         torch.save(results, path + ".tmp")
         os.replace(path + ".tmp", path)
         status = {name: results[name]["status"] for name in names}
-        print(f"conformance.harness.spmd_world: rank {ranks['rank']} of {ranks['world']} (host {ranks['host']}): {status}", flush=True)
+        print(f"conformance.models.spmd_world: rank {ranks['rank']} of {ranks['world']} (host {ranks['host']}): {status}", flush=True)
         dist.barrier()
     finally:
         dist.destroy_process_group()
