@@ -25,7 +25,6 @@ to the suite's own tests only.
 from __future__ import annotations
 
 import json
-import os
 import time
 from pathlib import Path
 
@@ -34,6 +33,7 @@ import pytest
 import conformance
 from conformance.harness import expectations as _expectations
 from conformance.reporting import models_report, support as _support
+from conformance.harness import env
 from conformance.harness.outcomes import EVIDENCE, EVIDENCE_PROPERTY, FELL_BACK, FELL_BACK_PROPERTY, FellBack, fell_back
 from conformance.harness.implementation import (
     CAPABILITIES,
@@ -57,9 +57,9 @@ class Suite:
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
         option = config.getoption("conformance_impl")
-        self.spec = option or os.environ.get("CONFORMANCE_IMPL") or DEFAULT_IMPL
-        self.explicit = bool(option or os.environ.get("CONFORMANCE_IMPL"))
-        self.lane = config.getoption("conformance_lane") or os.environ.get("CONFORMANCE_LANE") or "default"
+        self.spec = option or env.impl_spec() or DEFAULT_IMPL
+        self.explicit = bool(option or env.impl_spec())
+        self.lane = config.getoption("conformance_lane") or env.lane() or "default"
         self.strict = bool(config.getoption("conformance_strict"))
         self._impl: Implementation | None = None
         self.expected: _expectations.Expectations | None = None
@@ -75,13 +75,13 @@ class Suite:
 
     def expectations(self) -> _expectations.Expectations:
         if self.expected is None:
-            path = self.config.getoption("conformance_expectations") or os.environ.get("CONFORMANCE_EXPECTATIONS")
+            path = self.config.getoption("conformance_expectations") or env.expectations_file()
             path = path or self.impl().expectations_file()
             self.expected = _expectations.load(path) if path else _expectations.Expectations.empty()
         return self.expected
 
     def report_dir(self) -> Path:
-        base = self.config.getoption("conformance_report_dir") or os.environ.get("CONFORMANCE_REPORT_DIR")
+        base = self.config.getoption("conformance_report_dir") or env.report_dir()
         root = Path(base) if base else Path(self.config.invocation_params.dir) / "reports"
         return root / self.impl().name / self.lane
 
@@ -158,7 +158,7 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 
 
 def _set_env() -> dict[str, str]:
-    return {k: v for k, v in sorted(os.environ.items()) if k.startswith(_ENV_PREFIXES)}
+    return env.with_prefixes(_ENV_PREFIXES)
 
 
 def is_conformance_item(item: pytest.Item) -> bool:

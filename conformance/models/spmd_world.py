@@ -25,6 +25,8 @@ import socket
 import sys
 from typing import Any, Sequence
 
+from conformance.harness.env import impl_spec, rank_variables
+
 #: What torch.distributed's ``env://`` initialisation reads; torchrun sets all of them.
 REQUIRED_ENV = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
 
@@ -36,7 +38,7 @@ class RankEnvironmentError(RuntimeError):
 def rank_environment(environ: dict[str, str] | None = None) -> dict[str, Any]:
     """``rank``, ``world``, ``master`` (``host:port``), ``local_rank`` and ``host`` (the node's
     number: ``GROUP_RANK``, 0 when unset) from the environment a launcher set."""
-    environ = dict(os.environ if environ is None else environ)
+    environ = dict(rank_variables() if environ is None else environ)
     missing = [name for name in REQUIRED_ENV if not environ.get(name)]
     if missing:
         raise RankEnvironmentError(
@@ -174,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
 
     dist.init_process_group("gloo", init_method="env://", timeout=datetime.timedelta(seconds=ns.timeout))
     try:
-        results: dict[str, Any] = _spmd_scenarios.run(ns.impl or os.environ.get("CONFORMANCE_IMPL"), names)
+        results: dict[str, Any] = _spmd_scenarios.run(ns.impl or impl_spec(), names)
         results["_rank"] = ranks  # what this rank read from its environment, for the caller to check
         path = result_path(ns.out, ranks["rank"])
         torch.save(results, path + ".tmp")
