@@ -33,7 +33,7 @@ import pytest
 import conformance
 from conformance.harness import expectations as _expectations
 from conformance.reporting import models_report, support as _support
-from conformance.harness import env
+from conformance.harness import env, pytest_internals
 from conformance.harness.outcomes import EVIDENCE, EVIDENCE_PROPERTY, FELL_BACK, FELL_BACK_PROPERTY, FellBack, fell_back
 from conformance.harness.implementation import (
     CAPABILITIES,
@@ -49,6 +49,8 @@ _PACKAGE_DIR = Path(conformance.__file__).resolve().parent
 ITEM_PROPERTY = "conformance_item"
 TIMES_PROPERTY = "conformance_compile_times"
 HYPOTHESIS_PROFILES = ("conformance-ci", "conformance-dev")
+#: the test whose setup or call is running (so a fixture's failure can name the test that needed it)
+RUNNING = pytest.StashKey[pytest.Item]()
 
 
 class Suite:
@@ -225,12 +227,13 @@ def _skip_for(item: pytest.Item, exc: NotSupported):
     try:
         pytest.skip(reason)
     except pytest.skip.Exception as skip:
-        skip._use_item_location = True  # report the test's location, not this hook's
+        pytest_internals.at_item_location(skip)  # report the test's location, not this hook's
         raise
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_setup(item: pytest.Item):
+    item.config.stash[RUNNING] = item
     try:
         return (yield)
     except NotSupported as exc:
@@ -244,6 +247,7 @@ def pytest_runtest_call(item: pytest.Item):
     observe = is_conformance_item(item) and (
         item.get_closest_marker("evidence") is not None or item.get_closest_marker("support") is not None
     )
+    item.config.stash[RUNNING] = item  # fixtures a test requests while it runs
     if not observe:
         try:
             return (yield)
@@ -285,11 +289,10 @@ def pytest_fixture_setup(fixturedef, request):
         try:
             pytest.skip(f"not supported by {request.config.stash[SUITE].impl().name}: {exc}")
         except pytest.skip.Exception as skip:
-            skip._use_item_location = True
-            fixturedef.cached_result = (None, fixturedef.cache_key(request), (skip, skip.__traceback__))
+            pytest_internals.cache_skip(fixturedef, skip, request)
             raise
     except Exception as exc:
-        item = getattr(request, "_pyfuncitem", None)  # the test that needed the fixture first
+        item = request.config.stash.get(RUNNING, None)  # the test that needed the fixture first
         if fixturedef.scope != "function" and item is not None and is_conformance_item(item):
             _cache_one_cause(fixturedef, item, exc)
         raise
@@ -304,10 +307,7 @@ def _cache_one_cause(fixturedef, item: pytest.Item, exc: BaseException) -> None:
         pytest.skip(f"not run: the shared fixture {fixturedef.argname!r} failed in {test_id(item)} "
                     f"(reported there): {cause}")
     except pytest.skip.Exception as skip:
-        skip._use_item_location = True
-        cached = fixturedef.cached_result
-        key = cached[1] if cached is not None else None
-        fixturedef.cached_result = (None, key, (skip, skip.__traceback__))
+        pytest_internals.cache_skip(fixturedef, skip)
 
 
 # --- results, gathered on the controller -----------------------------------------------------------
