@@ -74,9 +74,7 @@ def _counting_backend(opt_in: bool):
         graphs.append(gm)
         return gm.forward
 
-    if opt_in:
-        graph_breaks.forces_graph_breaks(backend)
-    return backend, graphs
+    return (graph_breaks.forces_graph_breaks(backend) if opt_in else backend), graphs
 
 
 def _with_histc(x):

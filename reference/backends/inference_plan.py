@@ -24,12 +24,12 @@ import logging
 from typing import Any, Callable, Sequence
 
 import torch
-import torch._functorch.config as aot_config  # loaded by torch._dynamo already
 
 from reference.cache.hlo_cache import hlo_cache
 from reference.cache.plan_cache import InferencePlan, create_plan_key, input_signature, plan_cache
 from reference.core import env
 from reference.core.metrics import METRICS
+from reference.core.torch_compat import OutputType, SubclassCreationMeta, aot_forward_metadata, functorch_config, next_aot_id
 from reference.lowering import decompositions, nki_sdpa, sorting
 from reference.lowering.stablehlo import lowering_fingerprint
 from reference.pipeline import CompiledGraph, Lowering, serve, static_input_indices
@@ -52,7 +52,7 @@ def _source_digest() -> str:
 def _aot_config_digest() -> str:
     """AOT Autograd's configuration (``torch._functorch.config``, in the portable form its own
     cache keys on): a process that changed it traces graphs differently, so it gets other plans."""
-    text = json.dumps(aot_config.save_config_portable(), sort_keys=True, default=repr)
+    text = json.dumps(functorch_config().save_config_portable(), sort_keys=True, default=repr)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -64,7 +64,7 @@ def plan_key(digest: str | Callable[[], str], example_inputs: Sequence[Any], pas
     cache entry (``aot_compile`` does), which takes AOT's compiled output and not a planned call."""
     if env.get(env.NEFF_DISABLE_CACHE) or env.get(env.COMPILE_ONLY):
         return None
-    if aot_config.bundled_autograd_cache:
+    if functorch_config().bundled_autograd_cache:
         return None
     signature = input_signature(example_inputs)
     if signature is None:
@@ -93,8 +93,6 @@ def plan_for(aten_gm: torch.fx.GraphModule, n_inputs: int, graph_type: str, comp
         log.debug("no inference plan for %s: %s", getattr(compiled, "graph_name", "a graph"), why)
         return None
 
-    from torch._functorch._aot_autograd.schemas import OutputType, SubclassCreationMeta
-
     if graph_type != "inference":
         return no(f"a {graph_type} graph")
     if not isinstance(compiled, CompiledGraph) or compiled.lowering is None or compiled.loaded is None:
@@ -102,8 +100,7 @@ def plan_for(aten_gm: torch.fx.GraphModule, n_inputs: int, graph_type: str, comp
     lowering: Lowering = compiled.lowering
     if lowering.program is not None:
         return no("an SPMD program")
-    tc = torch._guards.TracingContext.try_get()
-    meta = getattr(tc, "fw_metadata", None) if tc is not None else None
+    meta = aot_forward_metadata()
     if meta is None:
         return no("AOT Autograd's metadata is not available")
     placeholders = aten_gm.graph.find_nodes(op="placeholder")
@@ -185,9 +182,7 @@ def serve_planned(
     ):
         log.warning("the plan %s does not fit its graph or its HLO record is gone; tracing the graph again", key)
         return None
-    from torch._functorch.aot_autograd import AOT_COUNTER
-
-    aot_id = next(AOT_COUNTER)  # the number AOT Autograd would have given it: the same graph names warm or cold
+    aot_id = next_aot_id()  # the number AOT Autograd would have given it: the same graph names warm or cold
     nth = METRICS.next_graph_index(model_name, str(aot_id), "inference")
     graph_name = f"{model_name}_{aot_id}_inference_{nth}"
     METRICS.bump("hlo_cache_hits")
