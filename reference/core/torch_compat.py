@@ -112,7 +112,8 @@ def check_torch_version(feature: str, consequence: str, *, version: str | None =
 
 
 def dispatch_has_kernel(qualified_name: str) -> bool:
-    """Whether an op ``namespace::name`` is registered with the dispatcher in this process."""
+    """Whether an op ``namespace::name[.overload]`` (no overload: the default one) has a kernel
+    registered with the dispatcher in this process."""
     return bool(torch._C._dispatch_has_kernel(qualified_name))
 
 
