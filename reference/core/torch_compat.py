@@ -21,7 +21,9 @@ trace hooks, the inference plans' reading of AOT Autograd's metadata) check
 :class:`TorchVersionWarning` that names the release and what is lost.
 
 Importing this module patches nothing and computes nothing: it binds names from torch modules that
-``import torch._dynamo`` has already loaded; Inductor and AOT Autograd's entry point are imported only by the functions that need them.
+``import torch._dynamo`` loads anyway (and Dynamo's precompile context, which the precompile seam
+subclasses at import); Inductor, Dynamo's ``aot_autograd`` factory and AOT Autograd's entry point
+are imported only by the functions that need them.
 """
 
 from __future__ import annotations
