@@ -345,6 +345,7 @@ def test_aot_autograd_its_names_metadata_and_counter():
             assert hasattr(meta, field), field
         for field in ("mutates_data", "mutates_metadata", "mutates_storage_metadata", "mutation_inductor_storage_resize"):
             assert hasattr(meta.input_info[0], field), field
+        seen["facts"] = tc.aot_inference_facts()
         return tc.make_boxed_func(gm.forward)
 
     def f(cache, x):
@@ -362,6 +363,7 @@ def test_aot_autograd_its_names_metadata_and_counter():
     assert seen["names"] and seen["names"][0].endswith("_inference")
     assert seen["mutated"] == [0] and seen["outputs"] == [tc.OutputType.non_alias] and seen["inputs"] == 2
     assert torch.equal(out[0], torch.full((2,), 2.0)) and torch.equal(cache, torch.ones(2))
+    assert seen["facts"] == tc.AOTInferenceFacts(n_inputs=2, mutated_inputs=(0,), n_outputs=1, why_not=None)
     first = tc.next_aot_id()
     assert tc.next_aot_id() == first + 1
     assert not isinstance(tc.SubclassCreationMeta, type(None))
@@ -371,6 +373,29 @@ def test_aot_autograd_its_names_metadata_and_counter():
     with tc.functorch_config().patch(force_non_lazy_backward_lowering=True):
         assert tc.functorch_config().force_non_lazy_backward_lowering is True
     assert callable(tc.aot_autograd_backend(fw_compiler=fw_compiler))
+
+
+def test_the_inference_plans_facts_say_why_a_wrapper_does_more(monkeypatch):
+    seen = []
+
+    def fw_compiler(gm, example_inputs):
+        seen.append(tc.aot_inference_facts())
+        return tc.make_boxed_func(gm.forward)
+
+    def backend(gm, example_inputs):
+        return tc.aot_module_simplified(gm, example_inputs, fw_compiler=fw_compiler)
+
+    torch.compiler.reset()
+    with torch.no_grad():
+        torch.compile(lambda x: (x.view(-1), x * 2), backend=backend)(torch.ones(2, 2))  # an output aliases an input
+    torch.compiler.reset()
+    assert seen[0].why_not == "an output that aliases an input or an intermediate"
+    assert tc.aot_inference_facts() is None  # outside a forward compiler
+    monkeypatch.setattr(tc, "_warned", set())
+    monkeypatch.setattr(tc, "aot_forward_metadata", lambda: pytest.fail("read on a release it was not written for"))
+    monkeypatch.setattr(tc, "WRITTEN_FOR", ("0.1",))
+    with pytest.warns(tc.TorchVersionWarning, match=r"inference plans.*no graph gets an inference plan"):
+        assert tc.aot_inference_facts() is None
 
 
 def test_the_precompile_context_and_inductors_modules():

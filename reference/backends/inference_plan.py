@@ -29,7 +29,7 @@ from reference.cache.hlo_cache import hlo_cache
 from reference.cache.plan_cache import InferencePlan, create_plan_key, input_signature, plan_cache
 from reference.core import env
 from reference.core.metrics import METRICS
-from reference.core.torch_compat import OutputType, SubclassCreationMeta, aot_forward_metadata, functorch_config, next_aot_id
+from reference.core.torch_compat import aot_inference_facts, functorch_config, next_aot_id
 from reference.lowering import decompositions, nki_sdpa, sorting
 from reference.lowering.stablehlo import lowering_fingerprint
 from reference.pipeline import CompiledGraph, Lowering, serve, static_input_indices
@@ -100,30 +100,17 @@ def plan_for(aten_gm: torch.fx.GraphModule, n_inputs: int, graph_type: str, comp
     lowering: Lowering = compiled.lowering
     if lowering.program is not None:
         return no("an SPMD program")
-    meta = aot_forward_metadata()
-    if meta is None:
+    facts = aot_inference_facts()
+    if facts is None:
         return no("AOT Autograd's metadata is not available")
     placeholders = aten_gm.graph.find_nodes(op="placeholder")
-    if len(placeholders) != n_inputs or len(meta.input_info) != n_inputs:
+    if len(placeholders) != n_inputs or facts.n_inputs != n_inputs:
         return no("AOT Autograd changed the inputs (duplicates, synthetic bases or lifted parameters)")
-    if meta.tokens or meta.num_intermediate_bases or getattr(meta, "num_graphsafe_rng_states", 0):
-        return no("effect tokens, intermediate bases or RNG state")
-    if meta.grad_enabled_mutation is not None or getattr(meta, "num_mutated_graph_handled_indices", 0):
-        return no("the graph changes grad mode or keeps a mutation in the graph")
-    if any(isinstance(m, SubclassCreationMeta) for m in list(meta.subclass_inp_meta) + list(meta.subclass_fw_graph_out_meta)):
-        return no("a tensor subclass")
-    if any(o.output_type is not OutputType.non_alias for o in meta.output_info):
-        return no("an output that aliases an input or an intermediate")
-    mutated = tuple(meta.mutated_inp_runtime_indices)
-    for i in mutated:
-        info = meta.input_info[i]
-        if not info.mutates_data or info.mutates_metadata or info.mutates_storage_metadata or info.mutation_inductor_storage_resize:
-            return no(f"input {i} has its metadata or storage changed")
-    streams = getattr(meta, "mutated_inp_stream_indices", None)
-    if streams and any(s is not None for s in streams):
-        return no("an input mutated on a user stream")
+    if facts.why_not is not None:
+        return no(facts.why_not)
+    mutated = facts.mutated_inputs
     outputs = aten_gm.graph.output_node().args[0]
-    if not isinstance(outputs, (list, tuple)) or len(outputs) != len(mutated) + len(meta.output_info):
+    if not isinstance(outputs, (list, tuple)) or len(outputs) != len(mutated) + facts.n_outputs:
         return no("the forward graph's outputs are not the mutated inputs and the user outputs")
     if len(lowering.graph.output_specs) != len(outputs):
         return no("the lowered module returns another number of outputs")
@@ -131,7 +118,7 @@ def plan_for(aten_gm: torch.fx.GraphModule, n_inputs: int, graph_type: str, comp
         hlo_key=lowering.hlo_key or "",  # empty when the HLO cache did not keep the text: not stored
         n_inputs=n_inputs,
         mutated_inputs=mutated,
-        n_outputs=len(meta.output_info),
+        n_outputs=facts.n_outputs,
         static_inputs=tuple(static_input_indices()),
         aten_code=aten_gm.code,
     )

@@ -32,6 +32,7 @@ import contextlib
 import functools
 import threading
 import warnings
+from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 import torch
@@ -64,7 +65,7 @@ __all__ = [
     "traced_backends", "graph_break", "python_value",
     # AOT Autograd
     "functorch_config", "make_boxed_func", "aot_module_simplified", "aot_autograd_backend", "aot_graph_names",
-    "aot_forward_metadata", "next_aot_id", "OutputType", "SubclassCreationMeta",
+    "aot_forward_metadata", "AOTInferenceFacts", "aot_inference_facts", "next_aot_id", "OutputType", "SubclassCreationMeta",
     # precompile and Inductor
     "BackendCacheArtifact", "PrecompileContext", "inductor_module",
 ]
@@ -346,6 +347,53 @@ def aot_forward_metadata() -> Any:
     ``None`` outside one."""
     tc = TracingContext.try_get()
     return getattr(tc, "fw_metadata", None) if tc is not None else None
+
+
+@dataclass(frozen=True)
+class AOTInferenceFacts:
+    """What the inference plans need from AOT Autograd's metadata of one graph.
+
+    ``why_not`` is ``None`` when AOT Autograd's runtime wrapper of the graph would do nothing but
+    copy the new values of ``mutated_inputs`` back into the caller's tensors; otherwise it says
+    what else the wrapper does."""
+
+    n_inputs: int
+    mutated_inputs: tuple[int, ...]
+    n_outputs: int
+    why_not: str | None
+
+
+def aot_inference_facts() -> AOTInferenceFacts | None:
+    """The facts of the graph AOT Autograd's forward compiler is compiling, read from its
+    ``ViewAndMutationMeta``; ``None`` outside a forward compiler, or (with a
+    :class:`TorchVersionWarning`) on a torch release outside :data:`WRITTEN_FOR`, whose metadata
+    these fields were not checked against."""
+    if not check_torch_version(
+        "the inference plans (AOT Autograd's graph metadata)",
+        "no graph gets an inference plan: every start traces each graph through AOT Autograd",
+    ):
+        return None
+    meta = aot_forward_metadata()
+    if meta is None:
+        return None
+    mutated = tuple(meta.mutated_inp_runtime_indices)
+    facts = functools.partial(AOTInferenceFacts, len(meta.input_info), mutated, len(meta.output_info))
+    if meta.tokens or meta.num_intermediate_bases or getattr(meta, "num_graphsafe_rng_states", 0):
+        return facts("effect tokens, intermediate bases or RNG state")
+    if meta.grad_enabled_mutation is not None or getattr(meta, "num_mutated_graph_handled_indices", 0):
+        return facts("the graph changes grad mode or keeps a mutation in the graph")
+    if any(isinstance(m, SubclassCreationMeta) for m in list(meta.subclass_inp_meta) + list(meta.subclass_fw_graph_out_meta)):
+        return facts("a tensor subclass")
+    if any(o.output_type is not OutputType.non_alias for o in meta.output_info):
+        return facts("an output that aliases an input or an intermediate")
+    for i in mutated:
+        info = meta.input_info[i]
+        if not info.mutates_data or info.mutates_metadata or info.mutates_storage_metadata or info.mutation_inductor_storage_resize:
+            return facts(f"input {i} has its metadata or storage changed")
+    streams = getattr(meta, "mutated_inp_stream_indices", None)
+    if streams and any(s is not None for s in streams):
+        return facts("an input mutated on a user stream")
+    return facts(None)
 
 
 def next_aot_id() -> int:
