@@ -17,7 +17,10 @@ from reference.core.errors import LoweringError
 from reference.spmd import MESH_REGISTRY, NeuronGroupCoordinator, rank_tensor
 from reference.spmd.errors import MeshError
 from reference.flows.tools import lower_texts
-from reference.spmd.program import lower_program, pack_bundle, unpack_bundle
+from reference.core.errors import NEFFExecutionError
+from reference.pipeline import SPMD_PROGRAM, lower
+from reference.runtime import pack_bundle, unpack_bundle
+from reference.spmd.split import split_at_collectives
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +68,9 @@ def _aten(fn, *args):
 
 def test_program_text_is_verified_stablehlo_with_every_collective(group):
     fn = _all_four(group)
-    prog = lower_program(_aten(fn, torch.ones(4, 2), rank_tensor(0)), graph_name="g")
+    lowering = lower(_aten(fn, torch.ones(4, 2), rank_tensor(0)), graph_name="g")
+    assert lowering.strategy is SPMD_PROGRAM
+    prog = lowering.detail
     assert [s["op"] for s in prog.steps] == ["piece", "all_reduce", "all_gather", "piece", "reduce_scatter", "all_to_all", "piece"]
     for op in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all"):
         assert f'"stablehlo.{op}"' in prog.text or f"stablehlo.{op}" in prog.text
@@ -96,7 +101,7 @@ def test_unsupported_reduction_names_the_collective(group):
         return funcol.all_reduce(x, "avg", group)
 
     with pytest.raises(LoweringError, match="reduction 'avg'"):
-        lower_program(_aten(fn, torch.ones(2)), graph_name="g")
+        split_at_collectives(_aten(fn, torch.ones(2)), graph_name="g")
 
 
 def test_unregistered_group_is_a_mesh_error(group):
@@ -106,7 +111,7 @@ def test_unregistered_group_is_a_mesh_error(group):
         return funcol.all_reduce(x, "sum", other)
 
     with pytest.raises(MeshError, match="NeuronGroupCoordinator"):
-        lower_program(_aten(fn, torch.ones(2)), graph_name="g")
+        split_at_collectives(_aten(fn, torch.ones(2)), graph_name="g")
 
 
 def test_bundle_round_trips():
@@ -115,9 +120,17 @@ def test_bundle_round_trips():
     assert unpack_bundle(blob) == (manifest, [b"abc", b"", b"\x00\x01"])
 
 
-def test_replica_groups_pass_body_annotates_dynamo_graph_collectives(group):
+@pytest.mark.parametrize("damage", ["not a bundle", "truncated", "trailing bytes"])
+def test_a_damaged_bundle_is_an_execution_error(damage):
+    blob = pack_bundle({"steps": [], "inputs": [], "outputs": []}, [b"abcdef"])
+    bad = {"not a bundle": b"IREE" + blob, "truncated": blob[:-2], "trailing bytes": blob + b"x"}[damage]
+    with pytest.raises(NEFFExecutionError, match="bundle"):
+        unpack_bundle(bad)
+
+
+def test_replica_groups_pass_annotates_dynamo_graph_collectives(group):
+    from reference.fx_passes import CollectiveReplicaGroupsPass
     from reference.spmd.collectives import is_collective
-    from reference.spmd.passes import collective_replica_groups
 
     graphs = []
 
@@ -128,7 +141,7 @@ def test_replica_groups_pass_body_annotates_dynamo_graph_collectives(group):
     torch._dynamo.reset()
     torch.compile(_all_four(group), backend=backend)(torch.ones(4, 2), rank_tensor(0))
     torch._dynamo.reset()
-    gm = collective_replica_groups(graphs[0])
+    gm = CollectiveReplicaGroupsPass().run(graphs[0], graph_name="g")
     collectives = [n for n in gm.graph.nodes if is_collective(n)]
     assert len(collectives) == 4
     assert all(n.meta["replica_groups"] == [[0]] and n.meta["channel_id"] >= 1 for n in collectives)
