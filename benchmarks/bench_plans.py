@@ -22,6 +22,10 @@ private AOT state each mode's own code reads is counted two ways: the AOT Autogr
 the plan maker reads per graph (at run time, through a recording proxy), and the private torch
 names ``reference/backends/inference_plan.py`` takes from the compat module (statically).
 
+The rule the plans are kept by: ``no_plans_vs_plans`` of the warm first output at 1.2 or more in
+every repetition (the plans must save a fifth of a warm start to pay for the AOT state they read);
+the decode step is reported beside it and must not be slower with the plans (ratio at least 0.95).
+
 Nothing here asserts; figures taken on a busy machine are labelled so (:mod:`benchmarks._measure`).
 """
 
