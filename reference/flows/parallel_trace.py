@@ -30,6 +30,7 @@ from reference.backends.capture import CAPTURES, capture_backend, capture_dir, c
 from reference.compiler.request import DeferredRequest
 from reference.compiler.scope import scoped_compiler_args
 from reference.core.errors import BackendOptionError, NeuronBackendError
+from reference.core.torch_compat import OptimizedModule
 from reference.flows.forked import ChildOutcome, reraise, run_forked
 from reference.spmd.errors import SPMDViolationError
 
@@ -125,7 +126,7 @@ def validate_jobs(jobs: Sequence[Any], *, key_policy: str = "default") -> list[T
 def _is_compiled(model: Any) -> bool:
     import torch
 
-    return isinstance(model, torch._dynamo.eval_frame.OptimizedModule) or hasattr(model, "_torchdynamo_orig_callable")
+    return isinstance(model, OptimizedModule) or hasattr(model, "_torchdynamo_orig_callable")
 
 
 def _trace_one(job: TraceJob, request_json: str, cache_dir: str, options: Mapping[str, Any] | None) -> list[dict[str, Any]]:
@@ -134,7 +135,7 @@ def _trace_one(job: TraceJob, request_json: str, cache_dir: str, options: Mappin
 
     request = DeferredRequest.from_json(request_json)
     torch.set_num_threads(1)
-    torch._dynamo.reset()
+    torch.compiler.reset()
     CAPTURES.clear()
     model, kwargs = job.model, job.kwargs
     if not _is_compiled(model):

@@ -30,12 +30,12 @@ def run_seam(
     :func:`~reference.backends.neuron.compile_fx_graph`, with the seam's graph breaks), without
     gradients, from a clean Dynamo state and leaving one. The tools that trace without serving
     (lowering, building) use it."""
-    torch._dynamo.reset()
+    torch.compiler.reset()
     try:
         with torch.no_grad():
             torch.compile(model, backend=seam_backend(seam, options), dynamic=False)(*args, **(kwargs or {}))
     finally:
-        torch._dynamo.reset()
+        torch.compiler.reset()
 
 
 def lowering_seam(collect: Callable[[str, Lowering], None]) -> Seam:
