@@ -14,9 +14,11 @@ inputs carry a symbolic batch size); an int asks for a callable specialised to t
   patched: the graph-hash function (to read the key), the inner compile (to read the key on a cache
   hit too), the shape-environment lookup (an environment whose guards always hold) and the
   cacheability check (always cacheable). The patches live in a ``with`` block and are undone on exit.
-* :class:`ReferenceAdaptor`: the reference backend (``torch.compile(backend="neuron")``'s entry):
-  StableHLO through torch-mlir, the IREE compiler, the NEFF cache, the compiler-args scope. Its
-  handle is the compiler argument list the piece was compiled with; loading runs the same entry,
+* :class:`ReferenceAdaptor`: the reference backend's compile path (the neuron seam's
+  ``compile_fx_graph``): StableHLO through torch-mlir, the IREE compiler, the NEFF cache, the
+  compiler-args scope. A piece is a :class:`~reference.atom.reference_piece.ReferencePiece`: one
+  artifact per concrete size, its weights resident in the runtime, a thin call per step. Its
+  handle is the compiler argument list the piece was compiled with; loading builds the same piece,
   which finds the lowered and compiled artifacts in the HLO and NEFF caches.
 
 Inductor is imported where it is used (it is heavy and optional for the reference adaptor).
@@ -301,31 +303,16 @@ class ReferenceAdaptor(CompilerInterface):
         return _digest(sorted(tool_versions().items()))
 
     def _compile(self, graph, example_inputs, compiler_args: Optional[list[str]], runtime_shape: Optional[int]) -> Callable:
-        # the seam sits on a lower floor; imported here to keep importing this module cheap
-        from reference.backends.neuron import neuron_backend
+        # on the same floor, but it imports the seam's floors on use; imported here likewise
+        from reference.atom.reference_piece import ReferencePiece
 
-        options = {} if compiler_args is None else {"compiler_args": list(compiler_args)}
-        tupled, single = _with_tuple_output(graph)
-        if runtime_shape is None:
-            # Called under Dynamo's tracing context with a symbolic size: the backend hands back a
-            # callable that builds one artifact per concrete shape as shapes arrive.
-            compiled = neuron_backend(tupled, list(example_inputs), options=options)
-        else:
-            # At run time, with real inputs whose size argument is a plain int: the piece goes
-            # through torch.compile(backend=neuron) itself, which specialises the int, and is
-            # run once here so that the artifact is built (or fetched) now, not on first use.
-            def backend(gm, inputs, **_):
-                return neuron_backend(gm, inputs, options=options)
-
-            if hasattr(tupled, "real_recompile"):
-                # A lazily generated forward is a stub Dynamo refuses to trace: generate it now.
-                tupled.real_recompile()
-
-            compiled = torch.compile(tupled, backend=backend, dynamic=False, fullgraph=True)
-            compiled(*example_inputs)
-        if not single:
-            return compiled
-        return lambda *args: compiled(*args)[0]
+        piece = ReferencePiece(graph, compiler_args, list(example_inputs))
+        if runtime_shape is not None:
+            # At run time, with real inputs whose size argument is a plain int: the artifact of
+            # this size is built (or fetched) now, not on first use. Under Dynamo's tracing context
+            # (the general shape, symbolic sizes) nothing is built: each size builds on first use.
+            piece.build(list(example_inputs))
+        return piece
 
     def compile(self, graph, example_inputs, compiler_config, runtime_shape=None, key=None):
         args = current_scoped_compiler_args()
@@ -339,18 +326,6 @@ class ReferenceAdaptor(CompilerInterface):
         if args is not None and not (isinstance(args, list) and all(isinstance(a, str) for a in args)):
             raise CompileCacheLoadError(f"reference: compiler_args {args!r} of piece {graph_index} is not a list of strings")
         return self._compile(graph, example_inputs, args, runtime_shape)
-
-
-def _with_tuple_output(graph: fx.GraphModule) -> tuple[fx.GraphModule, bool]:
-    """``graph`` returning a tuple, as a Dynamo backend's graph does (a piece cut from a graph
-    returns a bare value when it has one output); the flag says whether it was wrapped."""
-    output = next(iter(reversed(graph.graph.nodes)))
-    if isinstance(output.args[0], (tuple, list)):
-        return graph, False
-    copied = fx.Graph()
-    value = copied.graph_copy(graph.graph, {})
-    copied.output((value,))
-    return fx.GraphModule(graph, copied), True
 
 
 def make_compiler(compilation_config: Any) -> CompilerInterface:
