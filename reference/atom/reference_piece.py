@@ -32,6 +32,8 @@ from typing import Any, Callable, Optional, Sequence
 import torch
 import torch.fx as fx
 
+from reference.core.errors import NeuronBackendError
+
 __all__ = ["ReferencePiece"]
 
 
@@ -80,8 +82,6 @@ class _Thin:
         self.general = general
 
     def __call__(self, tensors: list) -> Any:
-        from reference.core.errors import NeuronBackendError
-
         try:
             outs = self.compiled(*tensors)
         except NeuronBackendError:
