@@ -100,8 +100,8 @@ def plan_for(aten_gm: torch.fx.GraphModule, n_inputs: int, graph_type: str, comp
     if not isinstance(compiled, CompiledGraph) or compiled.lowering is None or compiled.loaded is None:
         return no("not served by the pipeline, or not loaded (compile-only mode)")
     lowering: Lowering = compiled.lowering
-    if lowering.program is not None:
-        return no("an SPMD program")
+    if not lowering.strategy.plan_replay:
+        return no(f"lowered as {lowering.strategy.name}, which a plan cannot replay")
     tc = torch._guards.TracingContext.try_get()
     meta = getattr(tc, "fw_metadata", None) if tc is not None else None
     if meta is None:
@@ -193,7 +193,7 @@ def serve_planned(
     METRICS.bump("hlo_cache_hits")
     METRICS.bump("plan_cache_hits")
     compiled = serve(
-        Lowering(lowered, None, 0, hlo_key=plan.hlo_key), compiler_args, graph_name=graph_name, model_name=model_name,
+        Lowering(lowered, hlo_key=plan.hlo_key), compiler_args, graph_name=graph_name, model_name=model_name,
         fx_passes_us=fx_passes_us, resident=plan.static_inputs,
     )
     return PlannedCall(compiled, plan, graph_name), compiled, plan
