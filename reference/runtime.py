@@ -151,7 +151,7 @@ def _importable(t: torch.Tensor) -> torch.Tensor:
 class _Resident:
     """The device buffer of one resident input, and what it was made from."""
 
-    __slots__ = ("source", "ptr", "version", "copied", "view", "span")
+    __slots__ = ("source", "ptr", "version", "copied", "view")
 
     def __init__(self, source: torch.Tensor, device) -> None:
         held = _importable(source)
@@ -160,7 +160,6 @@ class _Resident:
         self.copied = held is not source and held.data_ptr() != source.data_ptr()
         self.version = _version(source) if self.copied else None
         self.view = device.from_dlpack_capsule(torch.utils.dlpack.to_dlpack(held))
-        self.span = _span(held)
 
     def fresh_for(self, t: torch.Tensor) -> bool:
         if t is not self.source or t.data_ptr() != self.ptr:
