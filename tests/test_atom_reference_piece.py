@@ -182,7 +182,7 @@ def test_shapes_key_the_entries_when_no_size_argument_gives_them():
         assert isinstance(got, (list, tuple)) and len(got) == 2
         torch.testing.assert_close(got[0], x @ w, **TOL)
         torch.testing.assert_close(got[1], x.sum(0), **TOL)
-    assert sorted(k[0][0] for k in piece.entries) == [2, 6]
+    assert sorted(k[0][0][0] for k in piece.entries) == [2, 6]
 
 
 def test_a_graph_that_needs_autograd_keeps_the_seams_general_call():

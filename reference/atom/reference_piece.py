@@ -115,8 +115,8 @@ class ReferencePiece:
 
     ``compiler_args``: the compiler flags the piece keeps (``None``: whatever scope is active when
     a size is built). The size arguments are the piece's non-tensor inputs (Dynamo passes the
-    symbolic batch size as one); the key of an entry is their values and, when a tensor's size is
-    not given by them, the tensors' shapes.
+    symbolic batch size as one); the key of an entry is their values or, when a tensor's size is
+    not given by them, every argument (the tensors' shapes and dtypes).
     """
 
     def __init__(self, graph: fx.GraphModule, compiler_args: Optional[Sequence[str]], example_inputs: Sequence[Any]) -> None:
@@ -131,7 +131,7 @@ class ReferencePiece:
     def key(self, args: Sequence[Any]) -> tuple:
         if self.by_sizes:
             return tuple([args[i] for i in self.size_positions])
-        return tuple([a.shape if isinstance(a, torch.Tensor) else a for a in args])
+        return tuple([(a.shape, a.dtype) if isinstance(a, torch.Tensor) else a for a in args])
 
     def __call__(self, *args: Any) -> Any:
         entry = self.entries.get(self.key(args))
