@@ -3,7 +3,7 @@ with ranks from the suite's launcher and from torchrun side by side, and the sto
 
 Each run starts real ranks (gloo on loopback). Each rank traces, lowers and builds the artifact of
 the sharded decoder (tp = 4) without executing it (``reference.flows.tools.build_only``),
-starting together after a barrier. The suite's launcher (``conformance.launcher``: one host, one
+starting together after a barrier. The suite's launcher (``conformance.harness.launcher``: one host, one
 shared artifact cache):
 
 - ``spmd_4_ranks``: all four ranks build the SPMD model;
@@ -11,7 +11,7 @@ shared artifact cache):
 - ``one_rank``: rank 0 alone builds the SPMD model while the other ranks wait.
 
 torchrun (two agents, ``--nnodes 2 --nproc-per-node 2``, c10d rendezvous on loopback, as
-``conformance/test_spmd_torchrun.py`` starts them): two "hosts", each with caches of its own and
+``conformance/tests/test_spmd_torchrun.py`` starts them): two "hosts", each with caches of its own and
 nothing shared but the rendezvous, with the compile coordinated over the c10d store
 (``NEURON_LIBTORCH_STORE_COMPILE=1``): ``torchrun_spmd_2x2``. Reported besides: the bytes each
 fetching rank took through the store and how long it waited for them (its build time).
@@ -91,7 +91,7 @@ def _artifact_bytes(keys) -> int:
 
 
 def _run(mode: str, only_rank0: bool) -> dict:
-    from conformance.launcher import launch
+    from conformance.harness.launcher import launch
 
     with tempfile.TemporaryDirectory(prefix="bench-spmd-") as tmp:
         env = {
@@ -141,7 +141,7 @@ def _torchrun_main(argv: list[str]) -> int:
 
 
 def _run_torchrun(mode: str, timeout: float = 1800.0) -> dict:
-    from conformance.launcher import free_port
+    from conformance.harness.launcher import free_port
 
     port = free_port()
     command = [

@@ -2,22 +2,22 @@
 
 Installed, it is active in every pytest run of the environment, so outside the suite it does
 nothing: it registers its options (all ``--conformance-*``), markers and Hypothesis profiles, and
-imports neither torch nor the implementation. Fixtures live in ``conformance/conftest.py`` and apply
+imports neither torch nor the implementation. Fixtures live in ``conformance/tests/conftest.py`` and apply
 to the suite's own tests only.
 
 - ``--conformance-impl package.module:factory`` (or ``CONFORMANCE_IMPL``) chooses the
   implementation; the default is this project's reference. A spec that does not load is a usage
   error. An explicit spec is loaded at start-up, the default when the first conformance test needs it.
-- :class:`~conformance.implementation.NotSupported` is a skip carrying the reason wherever it is
-  raised: a test, a fixture of any scope, a child process (see :mod:`conformance.child`).
+- :class:`~conformance.harness.implementation.NotSupported` is a skip carrying the reason wherever it is
+  raised: a test, a fixture of any scope, a child process (see :mod:`conformance.harness.child`).
 - A test module whose capability group the adapter does not provide is skipped with the reason
-  (:data:`~conformance.implementation.CAPABILITIES`).
+  (:data:`~conformance.harness.implementation.CAPABILITIES`).
 - The implementation's expectation file marks known failures (each with a reason): such a test
   that fails is an expected failure, one that passes fails the run, an entry that matches no test
   of the modules that ran is stale (a warning; an error with ``--conformance-strict``).
 - After a run with conformance tests the controller writes ``<report dir>/<impl>/<lane>/``:
   ``summary.json``, ``summary.md``, ``junit.xml``, ``support.md`` and ``compile-times.svg``
-  (:mod:`conformance.report`). The report dir is ``--conformance-report-dir``,
+  (:mod:`conformance.reporting.report`). The report dir is ``--conformance-report-dir``,
   ``CONFORMANCE_REPORT_DIR``, or ``reports/`` in the directory pytest was started from; the lane is
   ``--conformance-lane`` (``default``), so the strict lane keeps its own report.
 """
@@ -25,16 +25,17 @@ to the suite's own tests only.
 from __future__ import annotations
 
 import json
-import os
 import time
 from pathlib import Path
 
 import pytest
 
 import conformance
-from conformance import expectations as _expectations, models_report, support as _support
-from conformance.outcomes import EVIDENCE, EVIDENCE_PROPERTY, FELL_BACK, FELL_BACK_PROPERTY, FellBack, fell_back
-from conformance.implementation import (
+from conformance.harness import expectations as _expectations
+from conformance.reporting import models_report, support as _support
+from conformance.harness import env, pytest_internals
+from conformance.harness.outcomes import EVIDENCE, EVIDENCE_PROPERTY, FELL_BACK, FELL_BACK_PROPERTY, FellBack, fell_back
+from conformance.harness.implementation import (
     CAPABILITIES,
     DEFAULT_IMPL,
     Implementation,
@@ -48,6 +49,8 @@ _PACKAGE_DIR = Path(conformance.__file__).resolve().parent
 ITEM_PROPERTY = "conformance_item"
 TIMES_PROPERTY = "conformance_compile_times"
 HYPOTHESIS_PROFILES = ("conformance-ci", "conformance-dev")
+#: the test whose setup or call is running (so a fixture's failure can name the test that needed it)
+RUNNING = pytest.StashKey[pytest.Item]()
 
 
 class Suite:
@@ -56,9 +59,9 @@ class Suite:
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
         option = config.getoption("conformance_impl")
-        self.spec = option or os.environ.get("CONFORMANCE_IMPL") or DEFAULT_IMPL
-        self.explicit = bool(option or os.environ.get("CONFORMANCE_IMPL"))
-        self.lane = config.getoption("conformance_lane") or os.environ.get("CONFORMANCE_LANE") or "default"
+        self.spec = option or env.impl_spec() or DEFAULT_IMPL
+        self.explicit = bool(option or env.impl_spec())
+        self.lane = config.getoption("conformance_lane") or env.lane() or "default"
         self.strict = bool(config.getoption("conformance_strict"))
         self._impl: Implementation | None = None
         self.expected: _expectations.Expectations | None = None
@@ -74,13 +77,13 @@ class Suite:
 
     def expectations(self) -> _expectations.Expectations:
         if self.expected is None:
-            path = self.config.getoption("conformance_expectations") or os.environ.get("CONFORMANCE_EXPECTATIONS")
+            path = self.config.getoption("conformance_expectations") or env.expectations_file()
             path = path or self.impl().expectations_file()
             self.expected = _expectations.load(path) if path else _expectations.Expectations.empty()
         return self.expected
 
     def report_dir(self) -> Path:
-        base = self.config.getoption("conformance_report_dir") or os.environ.get("CONFORMANCE_REPORT_DIR")
+        base = self.config.getoption("conformance_report_dir") or env.report_dir()
         root = Path(base) if base else Path(self.config.invocation_params.dir) / "reports"
         return root / self.impl().name / self.lane
 
@@ -109,7 +112,7 @@ def _register_hypothesis_profiles() -> None:
     """``conformance-ci`` and ``conformance-dev``: Hypothesis's own ``ci`` and ``default`` profiles
     without a deadline (a compile takes seconds) and without the function-scoped-fixture check
     (the suite's per-test reset is function-scoped and holds across examples). Registering loads
-    nothing: conformance tests use them through :func:`conformance.properties.settings`; other
+    nothing: conformance tests use them through :func:`conformance.harness.properties.settings`; other
     tests keep whatever is loaded."""
     try:
         from hypothesis import HealthCheck, settings
@@ -125,11 +128,11 @@ def _register_hypothesis_profiles() -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "contract(name): the contract of the backend reference a test checks")
-    config.addinivalue_line("markers", "support(table, item): the support-matrix row a probe fills (conformance/support.py)")
+    config.addinivalue_line("markers", "support(table, item): the support-matrix row a probe fills (conformance/reporting/support.py)")
     config.addinivalue_line("markers", "capability(*groups): capability groups of the adapter a test needs "
-                                       "(conformance.implementation.CAPABILITIES); skipped without them")
+                                       "(conformance.harness.implementation.CAPABILITIES); skipped without them")
     config.addinivalue_line("markers", "evidence: the test passes only when the implementation's compiled path "
-                                       "carried its work (conformance/evidence.py); otherwise 'fell back: <reason>'")
+                                       "carried its work (conformance/harness/evidence.py); otherwise 'fell back: <reason>'")
     # the suite's own modules use these; registered here so a run under --pyargs from another
     # project (without this repository's pyproject) knows them too
     config.addinivalue_line("markers", "slow: a test that compiles many graphs or starts several processes")
@@ -157,7 +160,7 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 
 
 def _set_env() -> dict[str, str]:
-    return {k: v for k, v in sorted(os.environ.items()) if k.startswith(_ENV_PREFIXES)}
+    return env.with_prefixes(_ENV_PREFIXES)
 
 
 def is_conformance_item(item: pytest.Item) -> bool:
@@ -224,12 +227,13 @@ def _skip_for(item: pytest.Item, exc: NotSupported):
     try:
         pytest.skip(reason)
     except pytest.skip.Exception as skip:
-        skip._use_item_location = True  # report the test's location, not this hook's
+        pytest_internals.at_item_location(skip)  # report the test's location, not this hook's
         raise
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_setup(item: pytest.Item):
+    item.config.stash[RUNNING] = item
     try:
         return (yield)
     except NotSupported as exc:
@@ -243,6 +247,7 @@ def pytest_runtest_call(item: pytest.Item):
     observe = is_conformance_item(item) and (
         item.get_closest_marker("evidence") is not None or item.get_closest_marker("support") is not None
     )
+    item.config.stash[RUNNING] = item  # fixtures a test requests while it runs
     if not observe:
         try:
             return (yield)
@@ -284,11 +289,10 @@ def pytest_fixture_setup(fixturedef, request):
         try:
             pytest.skip(f"not supported by {request.config.stash[SUITE].impl().name}: {exc}")
         except pytest.skip.Exception as skip:
-            skip._use_item_location = True
-            fixturedef.cached_result = (None, fixturedef.cache_key(request), (skip, skip.__traceback__))
+            pytest_internals.cache_skip(fixturedef, skip, request)
             raise
     except Exception as exc:
-        item = getattr(request, "_pyfuncitem", None)  # the test that needed the fixture first
+        item = request.config.stash.get(RUNNING, None)  # the test that needed the fixture first
         if fixturedef.scope != "function" and item is not None and is_conformance_item(item):
             _cache_one_cause(fixturedef, item, exc)
         raise
@@ -303,10 +307,7 @@ def _cache_one_cause(fixturedef, item: pytest.Item, exc: BaseException) -> None:
         pytest.skip(f"not run: the shared fixture {fixturedef.argname!r} failed in {test_id(item)} "
                     f"(reported there): {cause}")
     except pytest.skip.Exception as skip:
-        skip._use_item_location = True
-        cached = fixturedef.cached_result
-        key = cached[1] if cached is not None else None
-        fixturedef.cached_result = (None, key, (skip, skip.__traceback__))
+        pytest_internals.cache_skip(fixturedef, skip)
 
 
 # --- results, gathered on the controller -----------------------------------------------------------
@@ -347,7 +348,7 @@ class Results:
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         if hasattr(session.config, "workerinput") or not self.tests:
             return  # under xdist only the controller writes
-        from conformance import report  # the report code loads only for a run of the suite
+        from conformance.reporting import report  # the report code loads only for a run of the suite
 
         self.stale = self.suite.expectations().stale(self.tests)
         if self.stale and self.suite.strict and session.exitstatus == pytest.ExitCode.OK:

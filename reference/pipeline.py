@@ -50,6 +50,7 @@ from reference.core.folders import trusted_folder
 from reference.core.metrics import METRICS, NeuronCompilationMetrics
 from reference.core.schema import ArtifactMetadata, MetadataError
 from reference.core.specs import LoweredGraph
+from reference.core.torch_compat import current_tracing_context
 from reference.fx_passes import get_default_pass_manager
 from reference.lowering.cost import estimate_flops
 from reference.lowering.program import LoweredProgram, program_text
@@ -578,7 +579,7 @@ def static_input_indices() -> tuple[int, ...]:
     """Positions of the graph being compiled that hold parameters and buffers (AOT Autograd's
     static inputs), or none outside a trace. The runtime keeps their device buffers between calls;
     a position named here that is not a parameter costs a cached buffer, never a stale result."""
-    tc = torch._guards.TracingContext.try_get()
+    tc = current_tracing_context()
     meta = getattr(tc, "fw_metadata", None) if tc is not None else None
     return tuple(getattr(meta, "static_input_indices", None) or ())
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 import conformance
-from conformance.implementation import CAPABILITIES
+from conformance.harness.implementation import CAPABILITIES
 
 REPO = Path(conformance.__file__).resolve().parent.parent
 
@@ -65,11 +65,11 @@ def test_the_plugin_is_inert_in_a_project_that_does_not_run_the_suite(tmp_path):
 
 
 def test_a_bad_implementation_is_a_usage_error(tmp_path):
-    proc = _run(tmp_path, "--conformance-impl", "no_such_module:make", "--pyargs", "conformance.test_eager_parity")
+    proc = _run(tmp_path, "--conformance-impl", "no_such_module:make", "--pyargs", "conformance.tests.test_eager_parity")
     assert proc.returncode == pytest.ExitCode.USAGE_ERROR, proc.stdout + proc.stderr
     assert "no_such_module" in proc.stderr and "package.module:factory" not in proc.stderr
     assert "INTERNALERROR" not in proc.stdout + proc.stderr
-    proc = _run(tmp_path, "--conformance-impl", "no-colon", "--pyargs", "conformance.test_eager_parity")
+    proc = _run(tmp_path, "--conformance-impl", "no-colon", "--pyargs", "conformance.tests.test_eager_parity")
     assert proc.returncode == pytest.ExitCode.USAGE_ERROR and "package.module:factory" in proc.stderr
 
 
@@ -83,8 +83,8 @@ def test_not_supported_skips_in_a_test_a_module_fixture_and_a_child_and_reports_
         """)
     args = [
         "--conformance-impl", "fakeimpl:make", "--pyargs",
-        "conformance.test_hlo_determinism",  # a module fixture whose children raise NotSupported
-        "conformance.test_backend_contract",  # pytest.raises(Exception) around a NotSupported
+        "conformance.tests.test_hlo_determinism",  # a module fixture whose children raise NotSupported
+        "conformance.tests.test_backend_contract",  # pytest.raises(Exception) around a NotSupported
         "-k", "determinism or deterministic or options_must_be",
     ]
     proc = _run(tmp_path, *args)
@@ -103,7 +103,7 @@ def test_not_supported_skips_in_a_test_a_module_fixture_and_a_child_and_reports_
     assert 'name="conformance-fake-default"' in junit and "<skipped" in junit
 
     before = (tmp_path / "reports/fake/default/summary.json").read_text()
-    lane = [*args[:3], "conformance.test_backend_contract", "-k", "options_must_be", "--conformance-lane", "strict"]
+    lane = [*args[:3], "conformance.tests.test_backend_contract", "-k", "options_must_be", "--conformance-lane", "strict"]
     proc = _run(tmp_path, *lane)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert json.loads((tmp_path / "reports/fake/strict/summary.json").read_text())["lane"] == "strict"
@@ -122,7 +122,7 @@ def test_expectations_mark_known_failures_fail_unexpected_passes_and_report_stal
         f"{module}::test_no_such_test  # stale\n"
     )
     args = ["--conformance-impl", "fakeimpl:make", "--conformance-expectations", "expected.txt",
-            "--pyargs", "conformance.test_compiler_args_scope", "-k", "verbatim or none_scope"]
+            "--pyargs", "conformance.tests.test_compiler_args_scope", "-k", "verbatim or none_scope"]
     proc = _run(tmp_path, *args)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 1, out
@@ -159,7 +159,7 @@ def test_snapshot_trees_of_two_implementations_coexist(tmp_path):
     other.mkdir(parents=True)
     (other / "test_default_order.json").write_text('{"order":["not","ours"]}\n')
     (other / "test_removed_long_ago.json").write_text("{}\n")
-    args = ["--conformance-impl", "fakeimpl:make", "--pyargs", "conformance.test_fx_passes"]
+    args = ["--conformance-impl", "fakeimpl:make", "--pyargs", "conformance.tests.test_fx_passes"]
     env = {"CONFORMANCE_SNAPSHOT_DIR": str(tmp_path / "snaps")}
 
     proc = _run(tmp_path, *args, "--snapshot-update", env=env)
@@ -207,7 +207,7 @@ def test_a_silent_fallback_is_its_own_outcome_never_a_pass(tmp_path):
         def compile(self, model, **kwargs):
             return model
         """)
-    proc = _run(tmp_path, "--conformance-impl", "fakeimpl:make", "--pyargs", "conformance.test_eager_parity",
+    proc = _run(tmp_path, "--conformance-impl", "fakeimpl:make", "--pyargs", "conformance.tests.test_eager_parity",
                 "-k", "second_call or float32")
     out = proc.stdout + proc.stderr
     assert proc.returncode == 1, out
@@ -235,8 +235,8 @@ def test_a_reported_fallback_fails_the_test_and_a_support_row_never_reads_suppor
                 ev.fallbacks.append({"graph": "g0", "reason": "float16 has no kernel, ran eagerly"})
                 yield ev
         """, name="reporting")
-    proc = _run(tmp_path, "--conformance-impl", "fakeimpl:make", "--pyargs", "conformance.test_eager_parity",
-                "conformance.test_backend_support", "-k", "float32 or test_model or test_disable")
+    proc = _run(tmp_path, "--conformance-impl", "fakeimpl:make", "--pyargs", "conformance.tests.test_eager_parity",
+                "conformance.tests.test_backend_support", "-k", "float32 or test_model or test_disable")
     assert proc.returncode == 1, proc.stdout + proc.stderr
     summary = _summary(tmp_path, "reporting")
     tests = {t["id"].split("::", 1)[1]: t for t in summary["tests"]}
@@ -266,7 +266,7 @@ def test_honest_answers_skip_with_the_reason(tmp_path):
         def expected_support(self):
             return {}
         """, name="empty")
-    proc = _run(tmp_path, "--conformance-impl", "fakeimpl:make", "--pyargs", "conformance.test_backend_support",
+    proc = _run(tmp_path, "--conformance-impl", "fakeimpl:make", "--pyargs", "conformance.tests.test_backend_support",
                 "-k", "sort_breaks or var_debug_dir or var_fallback or no_lowering")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     summary = _summary(tmp_path, "empty")
@@ -287,7 +287,7 @@ def test_a_shared_fixture_that_fails_is_reported_once_and_its_dependents_skip_na
         def lower(self, model, args):
             raise RuntimeError("the lowering crashed on purpose")
         """)
-    proc = _run(tmp_path, "--conformance-impl", "fakeimpl:make", "--pyargs", "conformance.test_cache_key",
+    proc = _run(tmp_path, "--conformance-impl", "fakeimpl:make", "--pyargs", "conformance.tests.test_cache_key",
                 "-k", "repeatable or whitespace or source_locations")
     assert proc.returncode == 1, proc.stdout + proc.stderr
     summary = _summary(tmp_path, "fake")

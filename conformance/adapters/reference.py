@@ -8,9 +8,9 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import torch
 
-from conformance.evidence import Evidence, observe_dynamo
-from conformance.implementation import Implementation
-from conformance.precision import Precision
+from conformance.harness.evidence import Evidence, observe_dynamo
+from conformance.harness.implementation import Implementation
+from conformance.harness.precision import Precision
 
 #: The reference's compiling backends (a graph handed to any of them must be compiled by it).
 _BACKENDS = ("neuron", "neuron_libtorch", "neuron_native_lite")

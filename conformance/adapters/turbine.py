@@ -22,7 +22,7 @@ from importlib import metadata
 from typing import Any, Mapping
 
 from conformance.adapters.torch_builtin import TorchBuiltinImplementation
-from conformance.implementation import NotSupported
+from conformance.harness.implementation import NotSupported
 
 BACKEND = "turbine_cpu"
 _DISTRIBUTIONS = ("iree-turbine", "iree-base-compiler", "iree-base-runtime")

@@ -3,7 +3,7 @@
 Both compile with torch's ``aot_eager`` (cheap, and no code of this project), as an outside team's
 adapter would:
 
-- ``not_supported`` raises :class:`~conformance.implementation.NotSupported` from every method
+- ``not_supported`` raises :class:`~conformance.harness.implementation.NotSupported` from every method
   outside the core (``name``, ``versions``, ``compile``, ``reset``): every capability group is
   declared, and every test of one must skip with the reason;
 - ``empty`` provides the backend group for real (``torch_compile``, graph counting) and answers
@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import Any, Callable, Mapping
 
 from conformance.adapters.torch_builtin import TorchBuiltinImplementation
-from conformance.implementation import CAPABILITIES, Implementation, NotSupported
+from conformance.harness.implementation import CAPABILITIES, Implementation, NotSupported
 
 # Every method of every capability group, and the optional members outside the groups.
 _OPTIONAL = sorted(
