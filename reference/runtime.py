@@ -57,6 +57,7 @@ import torch
 from reference.core import env
 from reference.core.errors import NEFFExecutionError
 from reference.core.specs import TensorSpec
+from reference.core.torch_compat import tensor_from_dlpack_capsule
 
 DRIVERS = ("local-sync", "local-task")
 #: Above this many operations per call (about 0.5 ms of one core's arithmetic here) a call is
@@ -70,8 +71,7 @@ _DLPACK_CPU = 1  # DLPack's kDLCPU device type
 # private copy (the program writes or returns it).
 _PLAIN, _RESIDENT, _WRITTEN = object(), object(), object()
 _to_dlpack = torch.utils.dlpack.to_dlpack
-# torch.utils.dlpack.from_dlpack is a Python function that, handed a capsule, calls this one
-_from_dlpack = getattr(torch._C, "_from_dlpack", torch.utils.dlpack.from_dlpack)
+_from_dlpack = tensor_from_dlpack_capsule
 
 
 def choose_driver(work: int | None) -> str:

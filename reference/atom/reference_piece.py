@@ -33,6 +33,7 @@ import torch
 import torch.fx as fx
 
 from reference.core.errors import NeuronBackendError
+from reference.core.torch_compat import aot_graph_names, tracing_of_its_own
 
 __all__ = ["ReferencePiece"]
 
@@ -151,8 +152,6 @@ class ReferencePiece:
 
     def _compile(self, args: Sequence[Any]) -> Callable[[list], Any]:
         # the seam and the pipeline sit on lower floors; imported here to keep importing this cheap
-        from torch._subclasses.fake_tensor import FakeTensorMode
-
         from reference.backends.neuron import compile_fx_graph
         from reference.backends.inference_plan import plan_for
         from reference.lowering.stablehlo import none_outputs
@@ -168,8 +167,7 @@ class ReferencePiece:
                 lowering, compiler_args, graph_name=graph_name, model_name=model_name, fx_passes_us=fx_passes_us,
                 eager=aten_gm, nones=none_outputs(aten_gm), resident=resident,
             )
-            tc = torch._guards.TracingContext.try_get()
-            names = getattr(tc, "aot_graph_name", None) if tc is not None else None
+            names = aot_graph_names()
             graph_type = names[0].partition("_")[2] if names else "inference"
             made.append((compiled, plan_for(aten_gm, len(tensors), graph_type or "inference", compiled)))
             return compiled
@@ -177,8 +175,7 @@ class ReferencePiece:
         static = _specialize(self.graph, args)
         # A tracing context of its own: AOT Autograd records its metadata (which inputs the graph
         # writes) there, and fakes the inputs in its fake mode (static shapes).
-        context = torch._guards.TracingContext(FakeTensorMode())
-        with torch._guards.tracing(context):
+        with tracing_of_its_own():
             general = compile_fx_graph(static, tensors, self.options, seam="neuron_libtorch", handler=handler)
         if len(made) == 1 and made[0][1] is not None:  # one inference graph with a plan
             compiled, plan = made[0]
