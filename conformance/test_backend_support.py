@@ -731,18 +731,24 @@ def test_var_compile_only(impl, support, monkeypatch):
     api = _helper(impl, "compile_only")
     monkeypatch.setenv("TORCH_NEURONX_COMPILE_ONLY", "1")
     impl.backend().reset_graph_count()
-    _runs(impl.backend().torch_compile(_fn))
+    with impl.evidence() as by_var_ev:
+        _runs(impl.backend().torch_compile(_fn))
     by_var = impl.backend().graph_count()
     monkeypatch.delenv("TORCH_NEURONX_COMPILE_ONLY")
     impl.reset()
     impl.backend().reset_graph_count()
-    with api.compile_only():
+    with api.compile_only(), impl.evidence() as by_ctx_ev:
         _runs(impl.backend().torch_compile(_fn))
     by_ctx = impl.backend().graph_count()
+    # compiled, never run: runs of the compiled path, where the implementation reports them, stay 0
+    ran = (by_var_ev.ran, by_ctx_ev.ran)
     bad = _rejects_bad_bool(impl, monkeypatch, "TORCH_NEURONX_COMPILE_ONLY")
-    support.record(SUPPORTED if by_var == by_ctx == 1 else PARTIAL, expects_fallback=True, notes=
+    ok = by_var == by_ctx == 1 and not any(ran)
+    support.record(SUPPORTED if ok else PARTIAL, expects_fallback=True, notes=
                    f"Default {default}. With 1, and inside compile_only(), the graph is compiled ({by_var} and {by_ctx} graph) "
-                   f"and the call still returns the eager result; {bad}.")
+                   f"and the call still returns the eager result; {bad}."
+                   + ("" if not any(ran) else f" But the compiled path ran ({ran[0]} times with the variable, "
+                                              f"{ran[1]} inside compile_only())."))
 
 
 @_var_probe("TORCH_NEURONX_DYNAMO_DISABLE_CPU_AUTOCOPY")
