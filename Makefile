@@ -53,11 +53,11 @@ lint-workflows: $(ACTIONLINT)
 # docs/support/<impl>.md for the reference, inductor, aot_eager and (with the turbine extra)
 # turbine_cpu, regenerated from fresh runs of the support probes.
 support-docs: $(STAMP)
-	$(PY) -m conformance.support_docs -n 2
+	$(PY) -m conformance.reporting.support_docs -n 2
 
 # The same runs compared with the checked-in matrices: prints the diff and fails on any drift.
 support-drift: $(STAMP)
-	$(PY) -m conformance.support_docs --check --as-other-machine -n 2
+	$(PY) -m conformance.reporting.support_docs --check --as-other-machine -n 2
 
 # The strict lane: the SPMD guard rails raise instead of warning, and a stale expectation entry is
 # an error; its reports go to reports/<impl>/strict/, beside the default lane's.
@@ -76,7 +76,7 @@ selfcheck: $(STAMP)
 # The whole model lane (make test runs a cheap subset of it); its own lane, so it writes
 # reports/<impl>/models/ (models.md, summary.md) beside the default lane's reports.
 models: $(STAMP)
-	CONFORMANCE_MODELS=all $(PY) -m pytest conformance/test_models.py -n $(JOBS) $(IMPL_ARG) --conformance-lane models
+	CONFORMANCE_MODELS=all $(PY) -m pytest conformance/tests/test_models.py -n $(JOBS) $(IMPL_ARG) --conformance-lane models
 
 # The suite installed on its own, as a backend team installs it: a virtual environment with torch
 # and the suite's dependencies only (no torch-mlir, no IREE, no reference extra), then the suite run
@@ -99,7 +99,7 @@ optable: $(STAMP)
 
 # The snapshot changes against BASE (a git ref): reports/snapshot-review.md and .html.
 snapshot-review: $(STAMP)
-	$(PY) -m conformance.snapshot_review --base $(BASE) --out reports/snapshot-review.md
+	$(PY) -m conformance.reporting.snapshot_review --base $(BASE) --out reports/snapshot-review.md
 
 # Benchmarks; figures go to reports/bench/. REPEAT=N repeats each figure (median and spread);
 # BENCH=name limits the run to named benchmarks (atom cache graphs grouped_experts parallel_compile pipeline spmd).

@@ -1,6 +1,6 @@
 """ATOM compilation benchmark: ``python -m benchmarks atom`` writes ``reports/bench/atom.json|md``.
 
-A small decoder (``conformance/_atom_model.py``, 4 layers, attention as the splitting op) is run
+A small decoder (``conformance/models/atom_model.py``, 4 layers, attention as the splitting op) is run
 in fresh processes, each with its own empty Inductor, NEFF and HLO cache directories:
 
 - eager (level 0): the peer every ratio is taken against;
@@ -49,7 +49,7 @@ def _child_main(ns: argparse.Namespace) -> int:
     import torch
 
     import reference.atom as atom
-    from conformance import _atom_model as M
+    from conformance.models import atom_model as M
 
     torch.set_grad_enabled(False)
     # One intra-op thread: on a shared machine a second spinning thread makes step times bimodal.
@@ -140,7 +140,7 @@ def run(out_dir: Path, repeat: int = 1) -> dict:
         if "warm" in row:
             row["warm_vs_cold_first_call"] = row["warm"]["first_call_s"] / cold["first_call_s"]
     result = {
-        "model": f"conformance/_atom_model.py decoder, {LAYERS} layers, hidden 16",
+        "model": f"conformance/models/atom_model.py decoder, {LAYERS} layers, hidden 16",
         "load_1min_before": load_before,
         "load_1min_after": load_after,
         "cpu_count": os.cpu_count(),

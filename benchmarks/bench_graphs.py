@@ -1,7 +1,7 @@
 """Graph-capture benchmark: one decode step replayed from a recording, against the same step run
 compiled without graphs and run eagerly, per batch bucket, all in one process and one run.
 
-The model is the graph-capture contract's tiny decoder (``conformance/_atom_graph_model.py``): a
+The model is the graph-capture contract's tiny decoder (``conformance/models/atom_graph_model.py``): a
 backbone compiled in pieces around an eager-region attention, then an LM head. Per compile backend
 (the reference's ``neuron`` and Inductor) and per bucket:
 
@@ -27,7 +27,7 @@ from pathlib import Path
 
 import torch
 
-from conformance import _atom_graph_model as G
+from conformance.models import atom_graph_model as G
 from reference.atom import config as atom_config
 from reference.atom import forward_context, model_runner, recorder, region_graph
 from reference.atom.graph_mode import CUDAGraphMode

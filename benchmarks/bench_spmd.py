@@ -1,6 +1,6 @@
 """SPMD benchmark: a 4-rank compile of the sharded decoder, SPMD against its MPMD twin and one rank.
 
-Each run starts real ranks (``conformance.launcher``, gloo on loopback) over a fresh, shared
+Each run starts real ranks (``conformance.harness.launcher``, gloo on loopback) over a fresh, shared
 artifact cache. Each rank traces, lowers and builds the artifact of the sharded decoder (tp = 4)
 without executing it (``reference.flows.tools.build_only``), starting together after a barrier:
 
@@ -62,7 +62,7 @@ def _rank(mode: str, only_rank0: bool) -> dict:
 
 
 def _run(mode: str, only_rank0: bool) -> dict:
-    from conformance.launcher import launch
+    from conformance.harness.launcher import launch
 
     with tempfile.TemporaryDirectory(prefix="bench-spmd-") as tmp:
         env = {

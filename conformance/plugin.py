@@ -2,22 +2,22 @@
 
 Installed, it is active in every pytest run of the environment, so outside the suite it does
 nothing: it registers its options (all ``--conformance-*``), markers and Hypothesis profiles, and
-imports neither torch nor the implementation. Fixtures live in ``conformance/conftest.py`` and apply
+imports neither torch nor the implementation. Fixtures live in ``conformance/tests/conftest.py`` and apply
 to the suite's own tests only.
 
 - ``--conformance-impl package.module:factory`` (or ``CONFORMANCE_IMPL``) chooses the
   implementation; the default is this project's reference. A spec that does not load is a usage
   error. An explicit spec is loaded at start-up, the default when the first conformance test needs it.
-- :class:`~conformance.implementation.NotSupported` is a skip carrying the reason wherever it is
-  raised: a test, a fixture of any scope, a child process (see :mod:`conformance.child`).
+- :class:`~conformance.harness.implementation.NotSupported` is a skip carrying the reason wherever it is
+  raised: a test, a fixture of any scope, a child process (see :mod:`conformance.harness.child`).
 - A test module whose capability group the adapter does not provide is skipped with the reason
-  (:data:`~conformance.implementation.CAPABILITIES`).
+  (:data:`~conformance.harness.implementation.CAPABILITIES`).
 - The implementation's expectation file marks known failures (each with a reason): such a test
   that fails is an expected failure, one that passes fails the run, an entry that matches no test
   of the modules that ran is stale (a warning; an error with ``--conformance-strict``).
 - After a run with conformance tests the controller writes ``<report dir>/<impl>/<lane>/``:
   ``summary.json``, ``summary.md``, ``junit.xml``, ``support.md`` and ``compile-times.svg``
-  (:mod:`conformance.report`). The report dir is ``--conformance-report-dir``,
+  (:mod:`conformance.reporting.report`). The report dir is ``--conformance-report-dir``,
   ``CONFORMANCE_REPORT_DIR``, or ``reports/`` in the directory pytest was started from; the lane is
   ``--conformance-lane`` (``default``), so the strict lane keeps its own report.
 """
@@ -32,9 +32,10 @@ from pathlib import Path
 import pytest
 
 import conformance
-from conformance import expectations as _expectations, models_report, support as _support
-from conformance.outcomes import EVIDENCE, EVIDENCE_PROPERTY, FELL_BACK, FELL_BACK_PROPERTY, FellBack, fell_back
-from conformance.implementation import (
+from conformance.harness import expectations as _expectations
+from conformance.reporting import models_report, support as _support
+from conformance.harness.outcomes import EVIDENCE, EVIDENCE_PROPERTY, FELL_BACK, FELL_BACK_PROPERTY, FellBack, fell_back
+from conformance.harness.implementation import (
     CAPABILITIES,
     DEFAULT_IMPL,
     Implementation,
@@ -109,7 +110,7 @@ def _register_hypothesis_profiles() -> None:
     """``conformance-ci`` and ``conformance-dev``: Hypothesis's own ``ci`` and ``default`` profiles
     without a deadline (a compile takes seconds) and without the function-scoped-fixture check
     (the suite's per-test reset is function-scoped and holds across examples). Registering loads
-    nothing: conformance tests use them through :func:`conformance.properties.settings`; other
+    nothing: conformance tests use them through :func:`conformance.harness.properties.settings`; other
     tests keep whatever is loaded."""
     try:
         from hypothesis import HealthCheck, settings
@@ -125,11 +126,11 @@ def _register_hypothesis_profiles() -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "contract(name): the contract of the backend reference a test checks")
-    config.addinivalue_line("markers", "support(table, item): the support-matrix row a probe fills (conformance/support.py)")
+    config.addinivalue_line("markers", "support(table, item): the support-matrix row a probe fills (conformance/reporting/support.py)")
     config.addinivalue_line("markers", "capability(*groups): capability groups of the adapter a test needs "
-                                       "(conformance.implementation.CAPABILITIES); skipped without them")
+                                       "(conformance.harness.implementation.CAPABILITIES); skipped without them")
     config.addinivalue_line("markers", "evidence: the test passes only when the implementation's compiled path "
-                                       "carried its work (conformance/evidence.py); otherwise 'fell back: <reason>'")
+                                       "carried its work (conformance/harness/evidence.py); otherwise 'fell back: <reason>'")
     # the suite's own modules use these; registered here so a run under --pyargs from another
     # project (without this repository's pyproject) knows them too
     config.addinivalue_line("markers", "slow: a test that compiles many graphs or starts several processes")
@@ -351,7 +352,7 @@ class Results:
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         if hasattr(session.config, "workerinput") or not self.tests:
             return  # under xdist only the controller writes
-        from conformance import report  # the report code loads only for a run of the suite
+        from conformance.reporting import report  # the report code loads only for a run of the suite
 
         self.stale = self.suite.expectations().stale(self.tests)
         if self.stale and self.suite.strict and session.exitstatus == pytest.ExitCode.OK:

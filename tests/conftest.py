@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conformance.scratch import scratch_cache_variables
+from conformance.harness.scratch import scratch_cache_variables
 
 
 @pytest.fixture(scope="session")

@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 import reference.atom as atom
-from conformance import _atom_graph_model as G
+from conformance.models import atom_graph_model as G
 from reference.atom import recorder
 
 ATOL = 1e-5

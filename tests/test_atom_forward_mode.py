@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import reference.atom as atom
-from conformance import _atom_graph_model as G
+from conformance.models import atom_graph_model as G
 from reference.atom.forward_context import ForwardContextError
 from reference.atom.forward_mode import ForwardMode, decode_bucket_splits, decode_ubatch_request_ranges
 from reference.atom.graph_mode import CUDAGraphMode

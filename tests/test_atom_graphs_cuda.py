@@ -13,7 +13,7 @@ import types
 import pytest
 import torch
 
-from conformance import _atom_graph_model as G
+from conformance.models import atom_graph_model as G
 from reference.atom import config as atom_config
 from reference.atom import forward_context as fwd
 from reference.atom import model_runner, recorder, region_graph

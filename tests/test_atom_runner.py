@@ -1,6 +1,6 @@
 """Unit tests of the model runner at every compilation level: what is compiled, what is recorded.
 
-The model is the level decoder of the conformance matrix (``conformance/_atom_graph_model.py``:
+The model is the level decoder of the conformance matrix (``conformance/models/atom_graph_model.py``:
 ``@token_graph @support_torch_compile``, attention a splitting op that is an eager region). At
 level 3 the piece compiler is faked (``GraphPieces`` runs each piece as its FX graph) so that the
 tests look at the recorder and the runner, not at a compiler; levels 0 and 1 need no compiler.
@@ -13,7 +13,7 @@ import pytest
 import torch
 
 import reference.atom as atom
-from conformance import _atom_graph_model as G
+from conformance.models import atom_graph_model as G
 from reference.atom import backends as atom_backends
 
 ATOL = 1e-5

@@ -8,14 +8,14 @@ import json
 import pytest
 from _pytest.reports import TestReport
 
-from conformance import support
+from conformance.reporting import support
 
 
 def _report(outcome, when="call", recorded=None, row=("parameters", "dynamic"), longrepr=None, order=0):
     props = [(support.ROW_PROPERTY, json.dumps(list(row))), ("conformance_support_order", str(order))]
     if recorded is not None:
         props.append((support.PROPERTY, json.dumps(recorded)))
-    return TestReport("conformance/test_backend_support.py::t", ("f", 0, "t"), {}, outcome, longrepr, when, user_properties=props)
+    return TestReport("conformance/tests/test_backend_support.py::t", ("f", 0, "t"), {}, outcome, longrepr, when, user_properties=props)
 
 
 def test_a_recorded_observation_becomes_a_row():

@@ -23,9 +23,9 @@ import conformance
 
 REPO = Path(conformance.__file__).resolve().parent.parent
 MODULES = [
-    "conformance.test_backend_support", "conformance.test_backend_contract", "conformance.test_eager_parity",
-    "conformance.test_fx_passes", "conformance.test_cache_key", "conformance.test_cache_reliability",
-    "conformance.test_cache_warm_start", "conformance.test_compiler_args_scope", "conformance.test_hlo_snapshots",
+    "conformance.tests.test_backend_support", "conformance.tests.test_backend_contract", "conformance.tests.test_eager_parity",
+    "conformance.tests.test_fx_passes", "conformance.tests.test_cache_key", "conformance.tests.test_cache_reliability",
+    "conformance.tests.test_cache_warm_start", "conformance.tests.test_compiler_args_scope", "conformance.tests.test_hlo_snapshots",
 ]
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 import conformance
-from conformance.implementation import CAPABILITIES
+from conformance.harness.implementation import CAPABILITIES
 
 REPO = Path(conformance.__file__).resolve().parent.parent
 
@@ -75,11 +75,11 @@ def test_the_plugin_is_inert_in_a_project_that_does_not_run_the_suite(tmp_path):
 
 
 def test_a_bad_implementation_is_a_usage_error(tmp_path):
-    proc = _run(tmp_path, "--conformance-impl", "no_such_module:make", "--pyargs", "conformance.test_eager_parity")
+    proc = _run(tmp_path, "--conformance-impl", "no_such_module:make", "--pyargs", "conformance.tests.test_eager_parity")
     assert proc.returncode == pytest.ExitCode.USAGE_ERROR, proc.stdout + proc.stderr
     assert "no_such_module" in proc.stderr and "package.module:factory" not in proc.stderr
     assert "INTERNALERROR" not in proc.stdout + proc.stderr
-    proc = _run(tmp_path, "--conformance-impl", "no-colon", "--pyargs", "conformance.test_eager_parity")
+    proc = _run(tmp_path, "--conformance-impl", "no-colon", "--pyargs", "conformance.tests.test_eager_parity")
     assert proc.returncode == pytest.ExitCode.USAGE_ERROR and "package.module:factory" in proc.stderr
 
 
@@ -95,8 +95,8 @@ def test_not_supported_skips_in_a_test_a_module_fixture_and_a_child_and_reports_
         """)
     args = [
         "--conformance-impl", "fakeimpl:make", "--pyargs",
-        "conformance.test_hlo_determinism",  # a module fixture whose children raise NotSupported
-        "conformance.test_backend_contract",  # pytest.raises(Exception) around a NotSupported
+        "conformance.tests.test_hlo_determinism",  # a module fixture whose children raise NotSupported
+        "conformance.tests.test_backend_contract",  # pytest.raises(Exception) around a NotSupported
         "-k", "determinism or deterministic or options_must_be",
     ]
     proc = _run(tmp_path, *args)
@@ -115,7 +115,7 @@ def test_not_supported_skips_in_a_test_a_module_fixture_and_a_child_and_reports_
     assert 'name="conformance-fake-default"' in junit and "<skipped" in junit
 
     before = (tmp_path / "reports/fake/default/summary.json").read_text()
-    lane = [*args[:3], "conformance.test_backend_contract", "-k", "options_must_be", "--conformance-lane", "strict"]
+    lane = [*args[:3], "conformance.tests.test_backend_contract", "-k", "options_must_be", "--conformance-lane", "strict"]
     proc = _run(tmp_path, *lane)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert json.loads((tmp_path / "reports/fake/strict/summary.json").read_text())["lane"] == "strict"
@@ -136,7 +136,7 @@ def test_expectations_mark_known_failures_fail_unexpected_passes_and_report_stal
         f"{module}::test_no_such_test  # stale\n"
     )
     args = ["--conformance-impl", "fakeimpl:make", "--conformance-expectations", "expected.txt",
-            "--pyargs", "conformance.test_compiler_args_scope", "-k", "verbatim or none_scope"]
+            "--pyargs", "conformance.tests.test_compiler_args_scope", "-k", "verbatim or none_scope"]
     proc = _run(tmp_path, *args)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 1, out
@@ -169,7 +169,7 @@ def test_snapshot_trees_of_two_implementations_coexist(tmp_path):
     other.mkdir(parents=True)
     (other / "test_default_order.json").write_text('{"order":["not","ours"]}\n')
     (other / "test_removed_long_ago.json").write_text("{}\n")
-    args = ["--conformance-impl", "fakeimpl:make", "--pyargs", "conformance.test_fx_passes"]
+    args = ["--conformance-impl", "fakeimpl:make", "--pyargs", "conformance.tests.test_fx_passes"]
     env = {"CONFORMANCE_SNAPSHOT_DIR": str(tmp_path / "snaps")}
 
     proc = _run(tmp_path, *args, "--snapshot-update", env=env)
@@ -197,11 +197,11 @@ def test_the_atom_tests_use_only_the_members_of_the_atom_capability():
     # The ATOM contract is what AtomCapability declares: no test or fixture reaches past it.
     import ast
 
-    from conformance.capabilities import AtomCapability, members
+    from conformance.harness.capabilities import AtomCapability, members
 
     declared = set(members(AtomCapability)) | {"missing"}
     used: dict[str, set[str]] = {}
-    for path in sorted((REPO / "conformance").glob("*atom*.py")):
+    for path in sorted((REPO / "conformance").rglob("*atom*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "atom":
                 used.setdefault(node.attr, set()).add(path.name)
@@ -212,14 +212,14 @@ def test_the_atom_tests_use_only_the_members_of_the_atom_capability():
 
 def test_a_capability_is_declared_by_its_accessor_and_typed():
     from conformance.adapters.torch_builtin import aot_eager
-    from conformance.implementation import missing_capabilities
+    from conformance.harness.implementation import missing_capabilities
 
     impl = aot_eager()
     absent = missing_capabilities(impl, list(CAPABILITIES))
     assert sorted(absent) == ["atom", "cache", "capture", "compiler_args", "fx_passes", "spmd"], absent
     assert absent["cache"] == "a compile cache (cache() not provided)"
     impl.cache = lambda: {"env": {}}  # an untyped answer is the adapter's bug, named as such
-    with pytest.raises(TypeError, match=r"cache\(\) returned dict, not a conformance.capabilities.CacheCapability"):
+    with pytest.raises(TypeError, match=r"cache\(\) returned dict, not a conformance.harness.capabilities.CacheCapability"):
         missing_capabilities(impl, ["cache"])
     with pytest.raises(ValueError, match="unknown capability group 'caches'"):
         missing_capabilities(impl, ["caches"])
@@ -251,7 +251,7 @@ def test_a_silent_fallback_is_its_own_outcome_never_a_pass(tmp_path):
         def compile(self, model, **kwargs):
             return model
         """)
-    proc = _run(tmp_path, "--conformance-impl", "fakeimpl:make", "--pyargs", "conformance.test_eager_parity",
+    proc = _run(tmp_path, "--conformance-impl", "fakeimpl:make", "--pyargs", "conformance.tests.test_eager_parity",
                 "-k", "second_call or float32")
     out = proc.stdout + proc.stderr
     assert proc.returncode == 1, out
@@ -279,8 +279,8 @@ def test_a_reported_fallback_fails_the_test_and_a_support_row_never_reads_suppor
                 ev.fallbacks.append({"graph": "g0", "reason": "float16 has no kernel, ran eagerly"})
                 yield ev
         """, name="reporting")
-    proc = _run(tmp_path, "--conformance-impl", "fakeimpl:make", "--pyargs", "conformance.test_eager_parity",
-                "conformance.test_backend_support", "-k", "float32 or test_model or test_disable")
+    proc = _run(tmp_path, "--conformance-impl", "fakeimpl:make", "--pyargs", "conformance.tests.test_eager_parity",
+                "conformance.tests.test_backend_support", "-k", "float32 or test_model or test_disable")
     assert proc.returncode == 1, proc.stdout + proc.stderr
     summary = _summary(tmp_path, "reporting")
     tests = {t["id"].split("::", 1)[1]: t for t in summary["tests"]}
@@ -304,7 +304,7 @@ def test_honest_answers_skip_with_the_reason(tmp_path):
             group.debug_artifact_globs = group.expected_support = lambda: {}
             return group
         """, name="empty")
-    proc = _run(tmp_path, "--conformance-impl", "fakeimpl:make", "--pyargs", "conformance.test_backend_support",
+    proc = _run(tmp_path, "--conformance-impl", "fakeimpl:make", "--pyargs", "conformance.tests.test_backend_support",
                 "-k", "sort_breaks or var_debug_dir or var_fallback or no_lowering")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     summary = _summary(tmp_path, "empty")
@@ -325,7 +325,7 @@ def test_a_shared_fixture_that_fails_is_reported_once_and_its_dependents_skip_na
         def lower(self, model, args):
             raise RuntimeError("the lowering crashed on purpose")
         """)
-    proc = _run(tmp_path, "--conformance-impl", "fakeimpl:make", "--pyargs", "conformance.test_cache_key",
+    proc = _run(tmp_path, "--conformance-impl", "fakeimpl:make", "--pyargs", "conformance.tests.test_cache_key",
                 "-k", "repeatable or whitespace or source_locations")
     assert proc.returncode == 1, proc.stdout + proc.stderr
     summary = _summary(tmp_path, "fake")

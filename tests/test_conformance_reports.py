@@ -13,8 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from conformance import expectations, report, snapshot_review
-from conformance.snapshots import dumps_compact, mlir_summary
+from conformance.harness import expectations
+
+from conformance.reporting import report, snapshot_review
+from conformance.harness.snapshots import dumps_compact, mlir_summary
 
 MODULE = """\
 // graph 0 of 1
@@ -119,7 +121,7 @@ def test_expectation_files_need_a_reason_and_match_by_module_and_name():
 def test_conformance_properties_keep_the_rejection_health_check_and_inherit_hypothesis_profiles():
     from hypothesis import HealthCheck, settings as hsettings
 
-    from conformance.properties import settings
+    from conformance.harness.properties import settings
 
     ours = settings(max_examples=7)
     assert ours.max_examples == 7 and ours.deadline is None
@@ -178,8 +180,8 @@ def test_summary_md_opens_with_failures_and_fallbacks_and_summarises_skips_by_re
 def test_an_undeclared_loss_of_precision_fails_saying_so_and_a_declared_one_passes():
     import torch
 
-    from conformance.precision import Precision
-    from conformance.tolerances import POLICY, assert_close
+    from conformance.harness.precision import Precision
+    from conformance.harness.tolerances import POLICY, assert_close
 
     exact = torch.randn(64, dtype=torch.float64)
     narrowed = exact.float().double()

@@ -1,4 +1,4 @@
-"""The fork server the suite starts its child processes from (conformance/forkserver.py).
+"""The fork server the suite starts its child processes from (conformance/harness/forkserver.py).
 
 Real processes throughout: the server is a real interpreter, its children are real forks, kills
 are real signals. The server here preloads only ``json`` to stay fast; what it preloads does not
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conformance.forkserver import ForkedProcess, ForkServer, ForkServerError, needs_fresh_interpreter, start_module
+from conformance.harness.forkserver import ForkedProcess, ForkServer, ForkServerError, needs_fresh_interpreter, start_module
 
 CHILD = '''
 import json, os, subprocess, sys, time

@@ -16,7 +16,7 @@ import torch
 from torch import fx
 
 import neuron_fixtures
-from conformance.tolerances import assert_close
+from conformance.harness.tolerances import assert_close
 from reference.backends.neuron import compile_fx_graph
 from reference.fx_passes import (
     AliasingOutputRewritePass,

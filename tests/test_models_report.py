@@ -1,4 +1,4 @@
-"""The model lane's report (conformance/models_report.py): rows merged from the parts, failures
+"""The model lane's report (conformance/reporting/models_report.py): rows merged from the parts, failures
 and parts not run shown as such. Reports are built by hand here (no model runs)."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from types import SimpleNamespace
 
-from conformance import models_report
+from conformance.reporting import models_report
 
 
 def _report(props, *, when="call", passed=True, skipped=False, longrepr=None, text=""):

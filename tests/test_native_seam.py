@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from conformance.tolerances import assert_close
+from conformance.harness.tolerances import assert_close
 from neuron_fixtures import build
 from reference.cache.neff_cache import NeffCache
 from reference.core import env

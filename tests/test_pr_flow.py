@@ -18,7 +18,7 @@ import pytest
 import torch
 
 import neuron_fixtures
-from conformance.snapshots import MlirSnapshotExtension
+from conformance.harness.snapshots import MlirSnapshotExtension
 
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = "conformance/goldens/reference/test_hlo_snapshots/test_stablehlo_snapshot[mlp].mlir"

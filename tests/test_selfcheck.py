@@ -1,7 +1,7 @@
 """The selfcheck lane: each deliberately broken implementation is caught, for the right reason.
 
 For every mutant in :mod:`conformance.selfcheck.mutants`, a pytest process of its own (forked from
-a server that has imported torch, :mod:`conformance.forkserver`, so each run skips that import) runs
+a server that has imported torch, :mod:`conformance.harness.forkserver`, so each run skips that import) runs
 the conformance tests named for it against the mutant (``--conformance-impl conformance.selfcheck.mutants:<name>``); at least
 one must fail with a failure text (read from the run's JUnit XML) matching the mutant's pattern.
 Each case writes ``reports/selfcheck/<mutant>.json``; ``python -m conformance.selfcheck.report``
@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from conformance.forkserver import ForkServer
+from conformance.harness.forkserver import ForkServer
 from conformance.selfcheck.mutants import MUTANTS
 from conformance.selfcheck.report import CONTROL
 

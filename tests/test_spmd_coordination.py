@@ -18,7 +18,7 @@ import pytest
 import torch
 from torch.distributed import TCPStore
 
-from conformance.launcher import launch
+from conformance.harness.launcher import launch
 from reference.flows.forked import run_forked
 from reference.spmd.coordination import StoreCompileError, StoreCoordinator
 
@@ -161,7 +161,7 @@ def test_two_torchrun_hosts_compile_once_for_the_world(tmp_path):
     """Two torchrun agents (--nnodes 2, c10d rendezvous on loopback), 2 ranks each, each host with
     caches of its own: with the store coordination the sharded decoder's distinct graphs compile
     once for the whole world, and every rank's output equals the unsharded model's."""
-    from conformance.spmd_world import run_on_hosts
+    from conformance.harness.spmd_world import run_on_hosts
 
     hosts, roots = [], []
     for host in range(2):

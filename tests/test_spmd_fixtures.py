@@ -2,7 +2,7 @@
 bit for bit on every rank, the shards add up to the dense layer, and only the twins bake a constant.
 
 ``group=None`` makes each layer return its rank's partial result (no collective), so the ranks
-can be simulated in one process; the real N-rank runs are in conformance/test_spmd.py.
+can be simulated in one process; the real N-rank runs are in conformance/tests/test_spmd.py.
 """
 
 from __future__ import annotations

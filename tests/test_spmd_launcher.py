@@ -1,4 +1,4 @@
-"""conformance.launcher: N real rank processes on gloo; failures and hangs carry the rank's output.
+"""conformance.harness.launcher: N real rank processes on gloo; failures and hangs carry the rank's output.
 
 The scenarios below run inside the launched ranks (this module is importable there through the
 PYTHONPATH the tests pass). The ranks fork from a rank server (as the suite's SPMD module does),
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conformance.launcher import RankFailure, launch, rank_server
+from conformance.harness.launcher import RankFailure, launch, rank_server
 
 pytestmark = pytest.mark.slow
 ENV = {"PYTHONPATH": os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")])}

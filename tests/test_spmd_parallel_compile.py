@@ -1,6 +1,6 @@
 """The single-artifact check in parallel_compile, on ranks that really staged their graphs.
 
-Two ranks (conformance.launcher, gloo) capture a model with the capture seam into one shared
+Two ranks (conformance.harness.launcher, gloo) capture a model with the capture seam into one shared
 directory; each staged hash directory records the ranks that staged it. Rank 0 then runs
 parallel_compile over the directory: the SPMD model stages one directory holding both ranks and
 compiles once; the MPMD twin stages one directory per rank, which warns by default and raises
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conformance.launcher import launch
+from conformance.harness.launcher import launch
 
 pytestmark = pytest.mark.slow
 ENV = {"PYTHONPATH": os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")])}

@@ -1,7 +1,7 @@
 """Lowering graphs with collectives into an SPMD program, in a one-rank gloo world in this process.
 
 The one-rank world is real torch.distributed (gloo, a file store); the multi-rank behaviour is in
-conformance/test_spmd.py.
+conformance/tests/test_spmd.py.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Under ``NEURON_LIBTORCH_SPMD_STRICT=1`` a guard-rail violation raised in a forked child
 (``parallel_trace``'s trace children, ``parallel_compile``'s compile children) reaches the caller as
 itself, ``from`` the child's traceback, whatever ``raise_on_error`` says; the in-process seams are
-covered through the adapter in ``conformance/test_spmd_guards.py``.
+covered through the adapter in ``conformance/tests/test_spmd_guards.py``.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""conformance.support_docs: the checked-in support matrices against fresh runs.
+"""conformance.reporting.support_docs: the checked-in support matrices against fresh runs.
 
 The probe runs themselves are faked here (``generate`` is replaced by a function returning a fixed
 text), except in the test of a probe run that cannot start, which starts a real child pytest;
@@ -10,9 +10,9 @@ from importlib import metadata
 
 import pytest
 
-from conformance import support_docs
+from conformance.reporting import support_docs
 from conformance.adapters import turbine
-from conformance.support_docs import Target
+from conformance.reporting.support_docs import Target
 
 
 @pytest.fixture
@@ -84,7 +84,7 @@ def test_without_iree_turbine_the_turbine_target_is_unavailable_naming_the_extra
 
 
 def test_the_checked_in_text_keeps_the_versions_and_drops_the_machine_line():
-    from conformance import support
+    from conformance.reporting import support
 
     matrix = support.render("impl", {"torch": "2.13.0"}, [], machine={"host": "x86_64:Some CPU", "cores": "2"})
     assert "Machine: host `x86_64:Some CPU`, cores `2`" in matrix
@@ -98,7 +98,7 @@ def test_paths_of_this_machine_and_user_read_as_a_user_would_write_them(tmp_path
     import os
     import tempfile
 
-    from conformance.support import portable
+    from conformance.reporting.support import portable
 
     other = tmp_path / "tmp"
     other.mkdir()

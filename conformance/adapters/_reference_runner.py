@@ -6,7 +6,7 @@ from typing import Any
 
 import torch
 
-from conformance.capabilities import CompilerArgsCapability, PolicyRunner
+from conformance.harness.capabilities import CompilerArgsCapability, PolicyRunner
 
 
 class ReferencePolicyRunner(PolicyRunner):

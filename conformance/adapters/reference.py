@@ -9,7 +9,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import torch
 
-from conformance.capabilities import (
+from conformance.harness.capabilities import (
     AtomCapability,
     BackendCapability,
     CacheCapability,
@@ -19,9 +19,9 @@ from conformance.capabilities import (
     HelperApi,
     SpmdCapability,
 )
-from conformance.evidence import Evidence, observe_dynamo
-from conformance.implementation import Implementation
-from conformance.precision import Precision
+from conformance.harness.evidence import Evidence, observe_dynamo
+from conformance.harness.implementation import Implementation
+from conformance.harness.precision import Precision
 
 #: The reference's compiling backends (a graph handed to any of them must be compiled by it).
 _BACKENDS = ("neuron", "neuron_libtorch", "neuron_native_lite")

@@ -3,8 +3,8 @@
 They let the suite run its backend probes against real implementations that no one here wrote, so
 the support matrix of the reference can be read beside theirs::
 
-    pytest conformance/test_backend_support.py --conformance-impl conformance.adapters.torch_builtin:inductor
-    pytest conformance/test_backend_support.py --conformance-impl conformance.adapters.torch_builtin:aot_eager
+    pytest conformance/tests/test_backend_support.py --conformance-impl conformance.adapters.torch_builtin:inductor
+    pytest conformance/tests/test_backend_support.py --conformance-impl conformance.adapters.torch_builtin:aot_eager
 
 Compiled graphs are counted with Dynamo's own counter (``unique_graphs``), which every backend
 shares. Execution evidence is what any backend allows to observe (``Implementation.evidence``):
@@ -23,8 +23,8 @@ from typing import Any, Callable, Mapping, Sequence
 
 import torch
 
-from conformance.capabilities import BackendCapability, HelperApi
-from conformance.implementation import Implementation, NotSupported
+from conformance.harness.capabilities import BackendCapability, HelperApi
+from conformance.harness.implementation import Implementation, NotSupported
 
 _PACKAGE = Path(__file__).resolve().parent.parent
 

@@ -22,7 +22,7 @@ from importlib import metadata
 from typing import Any, Mapping
 
 from conformance.adapters.torch_builtin import BuiltinBackend, TorchBuiltinImplementation
-from conformance.implementation import NotSupported
+from conformance.harness.implementation import NotSupported
 
 BACKEND = "turbine_cpu"
 _DISTRIBUTIONS = ("iree-turbine", "iree-base-compiler", "iree-base-runtime")
@@ -38,6 +38,14 @@ def turbine_available() -> str | None:
 
 
 class TurbineBackend(BuiltinBackend):
+    def forced_graph_breaks(self) -> Mapping[str, Any]:
+        raise NotSupported(f"{BACKEND} forces no graph breaks of its own: an op it cannot compile fails the compile")
+
+    # The variables and the helper API are missing as they are for torch's own backends (inherited).
+
+    def debug_artifact_globs(self) -> Mapping[str, str]:
+        raise NotSupported(f"{BACKEND} compiles in memory and writes no artifacts to TORCH_NEURONX_DEBUG_DIR")
+
 
 class TurbineImplementation(TorchBuiltinImplementation):
     backend_capability = TurbineBackend

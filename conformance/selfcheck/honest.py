@@ -3,8 +3,8 @@
 Both compile with torch's ``aot_eager`` (cheap, and no code of this project), as an outside team's
 adapter would:
 
-- ``not_supported`` declares every capability group (adapter v2, ``conformance.capabilities``)
-  with an object whose every member raises :class:`~conformance.implementation.NotSupported`
+- ``not_supported`` declares every capability group (adapter v2, ``conformance.harness.capabilities``)
+  with an object whose every member raises :class:`~conformance.harness.implementation.NotSupported`
   (the ATOM accessor raises it itself): every test of a group must skip with the reason;
 - ``empty`` provides the backend group for real (``torch_compile``, graph counting) and answers
   every optional question with an empty answer: no variables, no forced graph breaks, no debug
@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import Any, Callable, Mapping
 
 from conformance.adapters.torch_builtin import BuiltinBackend, TorchBuiltinImplementation
-from conformance.capabilities import (
+from conformance.harness.capabilities import (
     BackendCapability,
     CacheCapability,
     CaptureCapability,
@@ -32,7 +32,7 @@ from conformance.capabilities import (
     SpmdCapability,
     members,
 )
-from conformance.implementation import Implementation, NotSupported
+from conformance.harness.implementation import Implementation, NotSupported
 
 
 def _refuses(name: str) -> Callable[..., Any]:

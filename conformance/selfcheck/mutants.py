@@ -73,17 +73,17 @@ _ATOM_CONFIG = "reference.atom.config"
 _ATOM_DECORATORS = "reference.atom.decorators"
 _SEAM = "reference.backends.neuron"
 
-_SCOPE = "conformance/test_compiler_args_scope.py"
-_FLOWS = "conformance/test_compiler_args_flows.py"
-_KEYS = "conformance/test_cache_key.py"
-_RELIABILITY = "conformance/test_cache_reliability.py"
-_WARM = "conformance/test_cache_warm_start.py"
-_CONTRACT = "conformance/test_backend_contract.py"
-_CUSTOM_OPS = "conformance/test_custom_ops.py"
-_GUARD_TESTS = "conformance/test_spmd_guards.py"
-_FX_TESTS = "conformance/test_fx_passes.py"
-_ATOM_TESTS = "conformance/test_atom_compilation.py"
-_PARITY = "conformance/test_eager_parity.py"
+_SCOPE = "conformance/tests/test_compiler_args_scope.py"
+_FLOWS = "conformance/tests/test_compiler_args_flows.py"
+_KEYS = "conformance/tests/test_cache_key.py"
+_RELIABILITY = "conformance/tests/test_cache_reliability.py"
+_WARM = "conformance/tests/test_cache_warm_start.py"
+_CONTRACT = "conformance/tests/test_backend_contract.py"
+_CUSTOM_OPS = "conformance/tests/test_custom_ops.py"
+_GUARD_TESTS = "conformance/tests/test_spmd_guards.py"
+_FX_TESTS = "conformance/tests/test_fx_passes.py"
+_ATOM_TESTS = "conformance/tests/test_atom_compilation.py"
+_PARITY = "conformance/tests/test_eager_parity.py"
 
 
 # --- per-graph compiler arguments -----------------------------------------------------------------
@@ -450,7 +450,7 @@ def refused_code_is_kept():
 # --- ATOM: levels and graph modes through the runner ---------------------------------------------
 
 _ATOM_RUNNER = "reference.atom.model_runner"
-_ATOM_MATRIX = "conformance/test_atom_matrix.py"
+_ATOM_MATRIX = "conformance/tests/test_atom_matrix.py"
 
 
 @_mutant("ATOM runner: use_cudagraph", f"{_ATOM_MATRIX}::test_use_cudagraph_false_captures_nothing_whatever_the_mode[L0]",
@@ -508,11 +508,11 @@ def level_1_runs_eagerly():
 # --- one per contract module that had none: parity, HLO determinism, models, ATOM graph capture,
 # --- resident weights, metrics, compile_only ------------------------------------------------------
 
-_HLO_DETERMINISM = "conformance/test_hlo_determinism.py"
-_MODELS = "conformance/test_models.py"
-_ATOM_GRAPHS = "conformance/test_atom_graphs.py"
-_TRAINING = "conformance/test_training.py"
-_SUPPORT = "conformance/test_backend_support.py"
+_HLO_DETERMINISM = "conformance/tests/test_hlo_determinism.py"
+_MODELS = "conformance/tests/test_models.py"
+_ATOM_GRAPHS = "conformance/tests/test_atom_graphs.py"
+_TRAINING = "conformance/tests/test_training.py"
+_SUPPORT = "conformance/tests/test_backend_support.py"
 _RUNTIME = "reference.runtime"
 
 

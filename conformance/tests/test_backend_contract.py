@@ -1,0 +1,266 @@
+"""The backend reference's contract, asserted: what ``torch.compile(model, backend=<impl>)`` must do
+for an implementation that provides the Neuron backend's capabilities. (The probes in
+``test_backend_support.py`` observe and report; these tests fail when the contract is broken.)"""
+
+from __future__ import annotations
+
+import re
+import warnings
+
+import pytest
+import torch
+
+from conformance.harness.implementation import NotSupported, declared_variable, forced_graph_break, helper_api
+from conformance.harness.tolerances import assert_close
+
+pytestmark = pytest.mark.contract("backend")
+
+# The seeds' graph-break contract. Tests check it through compile; an implementation that also
+# reports what it forces (``forced_graph_breaks``) must report these values.
+GB_TYPE = "Op not supported by the Neuron backend"
+THRESHOLDS = {"sort": 16384, "topk": 16384}
+
+
+def _reported(hook) -> dict | None:
+    """What an optional adapter hook reports, or ``None`` without it (the test then relies on what
+    it observes through compile alone)."""
+    try:
+        return dict(hook())
+    except NotSupported:
+        return None
+
+
+def _fn(x):
+    return torch.relu(x) * 2 + 1
+
+
+@pytest.mark.evidence
+def test_dynamic_true_is_rejected_at_compile_time_and_shapes_recompile_per_shape(impl):
+    with pytest.raises(Exception) as info:
+        impl.backend().torch_compile(_fn, dynamic=True)(torch.randn(4, 8))
+    assert "dynamic" in str(info.value)
+    impl.reset()
+    impl.backend().reset_graph_count()
+    compiled = impl.backend().torch_compile(_fn)
+    for n in (3, 5, 7, 5):
+        x = torch.randn(n, 8)
+        assert_close(compiled(x), _fn(x))
+    assert impl.backend().graph_count() == 3, "each new shape compiles its own graph, a repeated shape reuses it"
+
+
+@pytest.mark.evidence
+def test_a_mode_other_than_default_warns_and_falls_back(impl):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        x = torch.randn(4, 8)
+        assert_close(impl.backend().torch_compile(_fn, mode="max-autotune")(x), _fn(x))
+    assert any("max-autotune" in str(w.message) for w in caught)
+
+
+@pytest.mark.evidence
+def test_options_must_be_a_dict_or_none(impl):
+    x = torch.randn(4, 8)
+    assert_close(impl.backend().torch_compile(_fn, options=None)(x), _fn(x))
+    impl.reset()
+    with pytest.raises(Exception, match="options"):
+        impl.backend().torch_compile(_fn, options=["-O2"])(x)
+
+
+@pytest.mark.evidence
+@pytest.mark.parametrize("form", ["function", "method"])
+def test_an_op_with_no_lowering_breaks_the_graph(impl, form):
+    reported = _reported(impl.backend().forced_graph_breaks) or {}
+    ops = reported.get("no_lowering")
+    assert ops is None or "histc" in ops, "histc has no lowering, yet is not reported"
+
+    def f(x):
+        y = x * 2
+        h = torch.histc(y, bins=4) if form == "function" else y.histc(bins=4)
+        return h.sum() + y.sum()
+
+    x = torch.randn(64)
+    impl.backend().reset_graph_count()
+    assert_close(impl.backend().torch_compile(f)(x), f(x))
+    assert impl.backend().graph_count() == 2, "the op runs eagerly and both sides of it compile"
+    impl.reset()
+    with pytest.raises(torch._dynamo.exc.Unsupported) as info:
+        impl.backend().torch_compile(f, fullgraph=True)(x)
+    assert info.value.gb_type == GB_TYPE
+    assert "histc" in str(info.value)
+    assert reported.get("gb_type") in (None, GB_TYPE), f"forced_graph_breaks() reports gb_type {reported['gb_type']!r}"
+    if ops is not None:
+        assert ops["histc"] in str(info.value), "the diagnostic does not give the reported reason"
+
+
+def test_lowering_splits_around_an_op_with_no_lowering(impl):
+
+    def f(x):
+        y = x * 2
+        return torch.histc(y, bins=4) + 1
+
+    hlos = impl.lower(f, [torch.randn(16)])
+    assert len(hlos) == 2 and not any("histc" in h for h in hlos)
+
+
+@pytest.mark.evidence
+def test_sort_breaks_above_the_threshold_and_topk_from_it(impl):
+    reported = _reported(impl.backend().forced_graph_breaks) or {}
+    for op, limit in THRESHOLDS.items():
+        assert reported.get(op) in (None, limit), f"forced_graph_breaks() reports {op} at {reported.get(op)}, not {limit}"
+    limit = THRESHOLDS["sort"]
+
+    def f(x):
+        return torch.argsort(x * 2)[..., :3] + 1
+
+    x = torch.randn(2, limit + 1)
+    impl.backend().reset_graph_count()
+    assert_close(impl.backend().torch_compile(f)(x), f(x))
+    assert impl.backend().graph_count() == 2
+    impl.reset()
+    with pytest.raises(torch._dynamo.exc.Unsupported, match=rf"{limit + 1}"):
+        impl.backend().torch_compile(f, fullgraph=True)(x)
+    impl.reset()
+    with pytest.raises(torch._dynamo.exc.Unsupported, match="topk"):
+        impl.backend().torch_compile(lambda t: torch.topk(t * 2, THRESHOLDS["topk"])[0] + 1, fullgraph=True)(x)
+
+
+@pytest.mark.evidence
+def test_metrics_describe_every_compiled_graph(impl):
+    api = helper_api(impl, "reset_dynamo_metrics", "set_model_name", "get_dynamo_metrics")
+    api.reset_dynamo_metrics()
+    api.set_model_name("contract_model")
+    try:
+        x = torch.randn(4, 8)
+        impl.backend().torch_compile(_fn)(x)
+    finally:
+        api.set_model_name("model_default")
+    (m,) = api.get_dynamo_metrics()
+    assert m.model_name == "contract_model"
+    assert re.fullmatch(r"contract_model_\d+_inference_\d+", m.graph_name)
+    assert isinstance(m.graph_id, str) and m.graph_id
+    assert m.graph_node_count > 0 and m.has_collectives is False
+    assert m.torch_neuronx_lower_us >= 0 and m.torch_neuronx_compile_us >= 0
+    api.reset_dynamo_metrics()
+    assert api.get_dynamo_metrics() == []
+
+
+def test_a_boolean_variable_with_a_bad_value_names_itself(impl, monkeypatch):
+    declared_variable(impl, "TORCH_NEURONX_COMPILE_ONLY")  # one it does not read is an honest skip
+    monkeypatch.setenv("TORCH_NEURONX_COMPILE_ONLY", "perhaps")
+    with pytest.raises(Exception, match=r"TORCH_NEURONX_COMPILE_ONLY.*1/true/yes"):
+        impl.backend().torch_compile(_fn)(torch.randn(4, 8))
+
+
+def test_fallback_is_off_by_default_and_zero_turns_it_on(impl, monkeypatch):
+    api = helper_api(impl, "NEFFCompilationError")
+    assert declared_variable(impl, "TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION") is True
+    monkeypatch.setenv("NEURON_CC_FLAGS", "--conformance-no-such-flag")
+    x = torch.randn(4, 8)
+    with pytest.raises(api.NEFFCompilationError, match="NEURON_CC_FLAGS"):
+        impl.backend().torch_compile(_fn)(x)
+    impl.reset()
+    monkeypatch.setenv("TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION", "0")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert_close(impl.backend().torch_compile(_fn)(x), _fn(x))
+    assert any("eager" in str(w.message) for w in caught)
+
+
+# --- graph-break thresholds at the boundary itself -----------------------------------------------------
+
+SMALL_LIMIT = 8  # a small threshold, so the graphs at the boundary stay small
+
+
+@pytest.fixture
+def small_limits(impl):
+    contract = {key: forced_graph_break(impl, key) for key in ("gb_type", "sort", "topk")}
+    impl.backend().set_graph_break_thresholds(sort=SMALL_LIMIT, topk=SMALL_LIMIT)
+    try:
+        yield {**contract, **{key: forced_graph_break(impl, key) for key in ("sort", "topk")}}
+    finally:
+        impl.backend().set_graph_break_thresholds(sort=None, topk=None)
+
+
+def _argsort(x):
+    return torch.argsort(x * 2)[..., :3] + 1
+
+
+def _sort_method(x):
+    return (x * 2).sort()[0][..., :3] + 1
+
+
+def _topk(k):
+    def f(x):
+        return torch.topk(x * 2, k)[1] + 1
+
+    return f
+
+
+def _assert_breaks_under_fullgraph(impl, contract, fn, x, what):
+    impl.reset()
+    with pytest.raises(torch._dynamo.exc.Unsupported) as info:
+        impl.backend().torch_compile(fn, fullgraph=True)(x)
+    assert info.value.gb_type == contract["gb_type"], f"{what}: gb_type {info.value.gb_type!r}"
+
+
+_SORTING_OPS = re.compile(r"\b(sort|top_?k)\b", re.IGNORECASE)
+
+
+def _compiled_sorts(impl, fn, x) -> tuple[int, int]:
+    """(graphs, graphs that sort): a call that breaks runs eagerly, so no lowered graph sorts."""
+    texts = impl.lower(fn, [x])
+    return len(texts), sum(bool(_SORTING_OPS.search(t)) for t in texts)
+
+
+@pytest.mark.parametrize("fn", [_argsort, _sort_method], ids=["argsort", "sort-method"])
+def test_sort_at_the_threshold_does_not_break_and_one_more_does(impl, small_limits, fn):
+    assert small_limits["sort"] == SMALL_LIMIT
+    at = _compiled_sorts(impl, fn, torch.randn(2, SMALL_LIMIT))
+    above = _compiled_sorts(impl, fn, torch.randn(2, SMALL_LIMIT + 1))
+    assert at == (1, 1), f"a sorted dimension of exactly the threshold ({SMALL_LIMIT}) broke the graph: {at}"
+    assert above[1] == 0, f"a sorted dimension of {SMALL_LIMIT + 1} (threshold + 1) was compiled: {above}"
+    _assert_breaks_under_fullgraph(impl, small_limits, fn, torch.randn(2, SMALL_LIMIT + 1), "sort above the threshold")
+
+
+def test_topk_below_the_threshold_does_not_break_and_at_it_does(impl, small_limits):
+    """The seeds' rule for ``topk``: it breaks when k is the threshold or larger."""
+    assert small_limits["topk"] == SMALL_LIMIT
+    x = torch.randn(2, 2 * SMALL_LIMIT)
+    below = _compiled_sorts(impl, _topk(SMALL_LIMIT - 1), x)
+    at = _compiled_sorts(impl, _topk(SMALL_LIMIT), x)
+    assert below == (1, 1), f"k={SMALL_LIMIT - 1} (below the threshold) broke the graph: {below}"
+    assert at[1] == 0, f"k={SMALL_LIMIT} (the threshold) was compiled: {at}"
+    _assert_breaks_under_fullgraph(impl, small_limits, _topk(SMALL_LIMIT), x, "topk at the threshold")
+
+
+# --- model names cannot leave the artifact directories ---------------------------------------------------
+
+HOSTILE_NAMES = ["../escape/probe", "a/../../../up"]
+
+
+def test_a_model_name_never_leaves_the_artifact_directories(impl, monkeypatch, tmp_path):
+    api = helper_api(impl, "get_model_name", "set_model_name", "reset_dynamo_metrics", "get_dynamo_metrics")
+    base = tmp_path / "a" / "b"
+    allowed = (base / "debug", base / "cache")
+    for var, value in impl.cache().env(str(allowed[1])).items():
+        monkeypatch.setenv(var, value)
+    monkeypatch.setenv("TORCH_NEURONX_DEBUG_DIR", str(allowed[0]))
+    monkeypatch.setenv("TORCH_NEURONX_PRESERVE_COMPILATION_ARTIFACTS", "1")
+    before = api.get_model_name()
+    names = []
+    try:
+        for i, hostile in enumerate(HOSTILE_NAMES):
+            api.set_model_name(hostile)
+            api.reset_dynamo_metrics()
+            impl.reset()
+            x = torch.randn(3 + i, 8)
+            assert_close(impl.backend().torch_compile(_fn)(x), _fn(x))
+            names += [m.graph_name for m in api.get_dynamo_metrics()]
+    finally:
+        api.set_model_name(before)
+    assert names and all("/" not in n and ".." not in n for n in names), f"graph names: {names}"
+    outside = [
+        str(p) for p in tmp_path.rglob("*")
+        if p.is_file() and not any(p.is_relative_to(d) for d in allowed)
+    ]
+    assert outside == [], f"files written outside the debug and cache directories: {outside}"
