@@ -25,7 +25,6 @@ to the suite's own tests only.
 from __future__ import annotations
 
 import json
-import os
 import time
 from pathlib import Path
 
@@ -34,6 +33,7 @@ import pytest
 import conformance
 from conformance.harness import expectations as _expectations
 from conformance.reporting import models_report, support as _support
+from conformance.harness import env, pytest_internals
 from conformance.harness.outcomes import EVIDENCE, EVIDENCE_PROPERTY, FELL_BACK, FELL_BACK_PROPERTY, FellBack, fell_back
 from conformance.harness.implementation import (
     CAPABILITIES,
@@ -49,6 +49,8 @@ _PACKAGE_DIR = Path(conformance.__file__).resolve().parent
 ITEM_PROPERTY = "conformance_item"
 TIMES_PROPERTY = "conformance_compile_times"
 HYPOTHESIS_PROFILES = ("conformance-ci", "conformance-dev")
+#: the test whose setup or call is running (so a fixture's failure can name the test that needed it)
+RUNNING = pytest.StashKey[pytest.Item]()
 
 
 class Suite:
@@ -57,9 +59,9 @@ class Suite:
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
         option = config.getoption("conformance_impl")
-        self.spec = option or os.environ.get("CONFORMANCE_IMPL") or DEFAULT_IMPL
-        self.explicit = bool(option or os.environ.get("CONFORMANCE_IMPL"))
-        self.lane = config.getoption("conformance_lane") or os.environ.get("CONFORMANCE_LANE") or "default"
+        self.spec = option or env.impl_spec() or DEFAULT_IMPL
+        self.explicit = bool(option or env.impl_spec())
+        self.lane = config.getoption("conformance_lane") or env.lane() or "default"
         self.strict = bool(config.getoption("conformance_strict"))
         self._impl: Implementation | None = None
         self.expected: _expectations.Expectations | None = None
@@ -75,13 +77,13 @@ class Suite:
 
     def expectations(self) -> _expectations.Expectations:
         if self.expected is None:
-            path = self.config.getoption("conformance_expectations") or os.environ.get("CONFORMANCE_EXPECTATIONS")
+            path = self.config.getoption("conformance_expectations") or env.expectations_file()
             path = path or self.impl().expectations_file()
             self.expected = _expectations.load(path) if path else _expectations.Expectations.empty()
         return self.expected
 
     def report_dir(self) -> Path:
-        base = self.config.getoption("conformance_report_dir") or os.environ.get("CONFORMANCE_REPORT_DIR")
+        base = self.config.getoption("conformance_report_dir") or env.report_dir()
         root = Path(base) if base else Path(self.config.invocation_params.dir) / "reports"
         return root / self.impl().name / self.lane
 
@@ -158,7 +160,7 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 
 
 def _set_env() -> dict[str, str]:
-    return {k: v for k, v in sorted(os.environ.items()) if k.startswith(_ENV_PREFIXES)}
+    return env.with_prefixes(_ENV_PREFIXES)
 
 
 def is_conformance_item(item: pytest.Item) -> bool:
@@ -229,12 +231,13 @@ def _skip_for(item: pytest.Item, exc: NotSupported):
     try:
         pytest.skip(reason)
     except pytest.skip.Exception as skip:
-        skip._use_item_location = True  # report the test's location, not this hook's
+        pytest_internals.at_item_location(skip)  # report the test's location, not this hook's
         raise
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_setup(item: pytest.Item):
+    item.config.stash[RUNNING] = item
     try:
         return (yield)
     except NotSupported as exc:
@@ -248,6 +251,7 @@ def pytest_runtest_call(item: pytest.Item):
     observe = is_conformance_item(item) and (
         item.get_closest_marker("evidence") is not None or item.get_closest_marker("support") is not None
     )
+    item.config.stash[RUNNING] = item  # fixtures a test requests while it runs
     if not observe:
         try:
             return (yield)
@@ -289,11 +293,10 @@ def pytest_fixture_setup(fixturedef, request):
         try:
             pytest.skip(f"not supported by {request.config.stash[SUITE].impl().name}: {exc}")
         except pytest.skip.Exception as skip:
-            skip._use_item_location = True
-            fixturedef.cached_result = (None, fixturedef.cache_key(request), (skip, skip.__traceback__))
+            pytest_internals.cache_skip(fixturedef, skip, request)
             raise
     except Exception as exc:
-        item = getattr(request, "_pyfuncitem", None)  # the test that needed the fixture first
+        item = request.config.stash.get(RUNNING, None)  # the test that needed the fixture first
         if fixturedef.scope != "function" and item is not None and is_conformance_item(item):
             _cache_one_cause(fixturedef, item, exc)
         raise
@@ -308,10 +311,7 @@ def _cache_one_cause(fixturedef, item: pytest.Item, exc: BaseException) -> None:
         pytest.skip(f"not run: the shared fixture {fixturedef.argname!r} failed in {test_id(item)} "
                     f"(reported there): {cause}")
     except pytest.skip.Exception as skip:
-        skip._use_item_location = True
-        cached = fixturedef.cached_result
-        key = cached[1] if cached is not None else None
-        fixturedef.cached_result = (None, key, (skip, skip.__traceback__))
+        pytest_internals.cache_skip(fixturedef, skip)
 
 
 # --- results, gathered on the controller -----------------------------------------------------------

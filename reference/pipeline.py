@@ -1,15 +1,23 @@
 """One path for one ATen graph: lower -> key -> build -> load, for every seam and tool.
 
-- **lower** (:func:`lower`): the lowering strategy follows the graph. A graph without collectives
-  becomes one StableHLO module, through the HLO cache; a graph with collectives becomes an SPMD
-  program (:mod:`reference.spmd.program`): pieces of plain compute joined by collectives, keyed by
-  its whole-program text and its meshes (``replica_groups``).
-- **key** (:func:`cache_key`): :func:`~reference.cache.key.create_cache_hash` of the text, the
-  compiler arguments and the input specs, under a :class:`KeyPolicy` (the native seam leaves the
-  arguments out of its key and checks they never change for one key).
-- **build** (:func:`build_artifact`): from the NEFF cache, or compiled under the key's lock, with
-  the key's failure record, and published.
-- **load** (:func:`load`): the artifact as a callable.
+- **lower** (:func:`lower`): a :class:`LoweringStrategy` follows the graph. A graph without
+  collectives is one StableHLO module (:data:`SINGLE_MODULE`); a graph with collectives is an SPMD
+  program (:data:`SPMD_PROGRAM`): cut at its collectives (:mod:`reference.spmd.split`), each piece
+  lowered like any graph, and the whole program written as one StableHLO module
+  (:mod:`reference.lowering.program`). Every StableHLO module is lowered through the HLO cache.
+- **key** (:func:`lowering_key`): :func:`~reference.cache.key.create_cache_hash` of the strategy's
+  key material (the keyed text, its input specs, a program's meshes), the compiler arguments and
+  the tool versions, under a :class:`KeyPolicy` (the native seam leaves the arguments out of its
+  key and checks they never change for one key).
+- **build** (:func:`build`): from the NEFF cache, or compiled by the strategy under the key's lock,
+  with the key's failure record, and published (one cache entry, whatever the strategy).
+- **load** (:func:`load`): the artifact as a callable (the strategy's loader); an artifact from the
+  cache that will not load is evicted and rebuilt once.
+
+A strategy only says what differs between kinds of graphs: how to lower one, what its key hashes,
+how to compile the lowered text into one artifact and how to load that artifact. Everything around
+those steps (HLO cache, key, lock, failure record, atomic publish, compile coordination over the
+store, load-or-rebuild, staging) is this module's and the same for every strategy.
 
 :func:`compile_aten_graph` runs all four and records the graph's metrics once. The capture seam
 stops after the key and stages the graph (:func:`stage`); ``parallel_compile`` picks a staged entry
@@ -25,7 +33,7 @@ import logging
 import re
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Protocol, Sequence
 
 import torch
 
@@ -34,21 +42,26 @@ from reference.cache.hlo_cache import PASS_IDENTITY_META, create_hlo_cache_key, 
 from reference.cache.key import create_cache_hash, tool_versions
 from reference.cache.neff_cache import NeffCache
 from reference.cache.staging import StagedGraph, write_staged
-from reference.compiler.driver import CompilerDriver
+from reference.compiler.driver import CompileResult, CompilerDriver
 from reference.core import env
 from reference.core.diagnostics import Heartbeat, warn_user
 from reference.core.errors import CacheMissError, NEFFCompilationError, NEFFExecutionError, PrecisionError, PrecisionWarning
 from reference.core.folders import trusted_folder
 from reference.core.metrics import METRICS, NeuronCompilationMetrics
-from reference.core.schema import ArtifactMetadata
+from reference.core.schema import ArtifactMetadata, MetadataError
 from reference.core.specs import LoweredGraph
+from reference.core.torch_compat import current_tracing_context
 from reference.fx_passes import get_default_pass_manager
 from reference.lowering.cost import estimate_flops
-from reference.lowering.stablehlo import input_specs, lower_to_stablehlo, lowering_fingerprint, none_outputs, with_none_outputs
-from reference.runtime import LoadedArtifact
+from reference.lowering.program import LoweredProgram, program_text
+from reference.lowering.stablehlo import (
+    input_specs, lower_to_stablehlo, lowering_fingerprint, none_outputs, output_specs, with_none_outputs,
+)
+from reference.runtime import LoadedArtifact, LoadedProgram, pack_bundle
 from reference.spmd.collectives import has_collectives
 from reference.spmd.coordination import store_coordinator
-from reference.spmd.program import LoadedProgram, ProgramCompiler, SPMDProgram, lower_program
+from reference.spmd.mesh import MESH_REGISTRY
+from reference.spmd.split import split_at_collectives
 
 log = logging.getLogger(__name__)
 
@@ -72,10 +85,179 @@ def neff_cache() -> NeffCache | None:
 
 
 __all__ = [
-    "BuiltArtifact", "CompiledGraph", "DEFAULT_KEY", "KeyPolicy", "Lowering", "NATIVE_KEY", "build", "build_artifact",
-    "cache_key", "compile_aten_graph", "has_collectives", "load", "lower", "lower_cached", "neff_cache", "serve", "stage",
+    "BuiltArtifact", "CompiledGraph", "DEFAULT_KEY", "KeyMaterial", "KeyPolicy", "Lowering", "LoweringStrategy",
+    "NATIVE_KEY", "SINGLE_MODULE", "SPMD_PROGRAM", "build", "build_artifact", "cache_key", "compile_aten_graph",
+    "has_collectives", "load", "lower", "lower_cached", "lowering_key", "neff_cache", "serve", "stage",
     "staged_lowering",
 ]
+
+
+# --- lowering strategies --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class KeyMaterial:
+    """What a lowering's key hashes besides the compiler arguments and the tool versions: the keyed
+    text with its input specs (``graph``), and the meshes of its collectives by channel
+    (``replica_groups``; ``None`` for a graph without collectives)."""
+
+    graph: LoweredGraph
+    replica_groups: dict[str, list[list[int]]] | None = None
+
+
+class LoweringStrategy(Protocol):
+    """How one kind of graph is lowered, keyed, compiled into one artifact and loaded.
+
+    ``collectives``: whether graphs of this kind run collectives (a metrics and metadata field).
+    ``plan_replay``: whether a served graph of this kind can be replayed from an inference plan
+    (its one module comes back from the HLO cache under ``Lowering.hlo_key``). ``compile`` raises
+    :class:`~reference.core.errors.NEFFCompilationError` naming what the compiler rejected; the
+    pipeline records it and publishes nothing. ``document``/``from_staged``: what a staged entry
+    keeps beside the keyed text so another process can build it without the graph.
+    """
+
+    name: str
+    collectives: bool
+    plan_replay: bool
+
+    def lower(self, aten_gm: torch.fx.GraphModule, *, graph_name: str) -> "Lowering": ...
+
+    def key_material(self, lowering: "Lowering") -> KeyMaterial: ...
+
+    def compile(
+        self, lowering: "Lowering", compiler_args: Sequence[str], *, graph_name: str, driver: CompilerDriver
+    ) -> CompileResult: ...
+
+    def load(self, built: BuiltArtifact, lowering: "Lowering", *, resident: Sequence[int]) -> Callable: ...
+
+    def document(self, lowering: "Lowering") -> dict[str, Any] | None: ...
+
+    def from_staged(self, entry: StagedGraph) -> "Lowering": ...
+
+
+def _compile_module(
+    driver: CompilerDriver, lowered: LoweredGraph, compiler_args: Sequence[str], *, graph_name: str
+) -> CompileResult:
+    """One StableHLO module through the compiler driver; a rejected op is named
+    (:func:`name_rejected_op`)."""
+    try:
+        return driver.compile(lowered.hlo, compiler_args, graph_name=graph_name)
+    except NEFFCompilationError as raw:
+        named = name_rejected_op(raw, lowered, graph_name)
+        if named is raw:
+            raise
+        raise named from raw
+
+
+class SingleModule:
+    """A graph without collectives: one StableHLO module (through the HLO cache), compiled to one
+    binary and loaded into the runtime."""
+
+    name = "single_module"
+    collectives = False
+    plan_replay = True
+
+    def lower(self, aten_gm: torch.fx.GraphModule, *, graph_name: str) -> "Lowering":
+        lowered, key = _lower_keyed(aten_gm, graph_name=graph_name)
+        return Lowering(lowered, self, hlo_key=key)
+
+    def key_material(self, lowering: "Lowering") -> KeyMaterial:
+        return KeyMaterial(lowering.graph)
+
+    def compile(self, lowering, compiler_args, *, graph_name, driver) -> CompileResult:
+        return _compile_module(driver, lowering.graph, compiler_args, graph_name=graph_name)
+
+    def load(self, built: BuiltArtifact, lowering: "Lowering", *, resident: Sequence[int]) -> Callable:
+        return LoadedArtifact(
+            built.artifact, graph_name=built.graph_name, input_specs=lowering.graph.input_specs,
+            output_specs=lowering.graph.output_specs, resident=resident, work=estimate_flops(lowering.graph.hlo),
+        )
+
+    def document(self, lowering: "Lowering") -> None:
+        return None
+
+    def from_staged(self, entry: StagedGraph) -> "Lowering":
+        return Lowering(entry.lowered(), self)
+
+
+class SPMDProgramStrategy:
+    """A graph with collectives: cut at its collectives (:func:`~reference.spmd.split.split_at_collectives`),
+    every piece lowered through the HLO cache, the whole program written as one StableHLO module
+    (the keyed text), keyed with its meshes, compiled piece by piece into one bundle (one cache
+    entry) and loaded as a :class:`~reference.runtime.LoadedProgram` that runs the collectives over
+    this rank's groups of the meshes."""
+
+    name = "spmd_program"
+    collectives = True
+    plan_replay = False
+
+    def lower(self, aten_gm: torch.fx.GraphModule, *, graph_name: str) -> "Lowering":
+        split = split_at_collectives(aten_gm, graph_name=graph_name)
+        identity = pass_identity(aten_gm)
+        pieces = []
+        for i, piece in enumerate(split.pieces):
+            piece.meta[PASS_IDENTITY_META] = identity  # the pieces went through the graph's passes
+            pieces.append(lower_cached(piece, graph_name=split.piece_name(i)))
+        text = program_text(
+            graph_name, pieces, split.steps, split.inputs, [o for o in split.outputs if o is not None], split.specs
+        )
+        program = LoweredProgram(
+            graph_name, text, pieces, split.steps, split.inputs, split.outputs,
+            tuple(split.specs[v] for v in split.inputs), output_specs(aten_gm), split.node_count, split.collectives,
+        )
+        return Lowering(program.lowered(), self, program)
+
+    def key_material(self, lowering: "Lowering") -> KeyMaterial:
+        return KeyMaterial(lowering.graph, lowering.detail.replica_groups())
+
+    def compile(self, lowering, compiler_args, *, graph_name, driver) -> CompileResult:
+        program: LoweredProgram = lowering.detail
+        start = time.perf_counter()
+        results = []
+        for i, piece in enumerate(program.pieces):
+            METRICS.bump("spmd_piece_compiles")
+            results.append(_compile_module(driver, piece, compiler_args, graph_name=f"{graph_name}_piece{i}"))
+        return CompileResult(
+            pack_bundle(program.manifest(), [r.artifact for r in results]),
+            command=results[0].command if results else [],
+            log="".join(r.log for r in results),
+            wall_us=int((time.perf_counter() - start) * 1e6),
+        )
+
+    def load(self, built: BuiltArtifact, lowering: "Lowering", *, resident: Sequence[int]) -> Callable:
+        pieces = lowering.detail.pieces
+
+        def load_piece(i: int, binary: bytes) -> LoadedArtifact:
+            piece = pieces[i] if i < len(pieces) else None
+            return LoadedArtifact(
+                binary, graph_name=f"{built.graph_name}_piece{i}",
+                input_specs=piece.input_specs if piece else (), output_specs=piece.output_specs if piece else (),
+                work=estimate_flops(piece.hlo) if piece else None,
+            )
+
+        return LoadedProgram(
+            built.artifact, graph_name=built.graph_name, load_piece=load_piece,
+            group_name_of=lambda channel: MESH_REGISTRY.local_group(channel).group_name,
+        )
+
+    def document(self, lowering: "Lowering") -> dict[str, Any]:
+        return lowering.detail.to_json()
+
+    def from_staged(self, entry: StagedGraph) -> "Lowering":
+        if entry.document is None:
+            raise MetadataError(
+                f"{entry.path}: the staged SPMD program has no document of its pieces; capture the graph again"
+            )
+        return Lowering(entry.lowered(), self, LoweredProgram.from_json(entry.document, entry.hlo))
+
+
+SINGLE_MODULE = SingleModule()
+SPMD_PROGRAM = SPMDProgramStrategy()
+
+
+def strategy_for(aten_gm: torch.fx.GraphModule) -> LoweringStrategy:
+    """The strategy a graph's content asks for: a program when it calls collectives."""
+    return SPMD_PROGRAM if has_collectives(aten_gm) else SINGLE_MODULE
 
 
 # --- lower ----------------------------------------------------------------------------------------
@@ -83,23 +265,21 @@ __all__ = [
 
 @dataclass(frozen=True)
 class Lowering:
-    """One graph under its lowering strategy: ``graph`` is what the key hashes (the StableHLO
-    module, or the whole-program text of an SPMD program); ``program`` is set for the latter."""
+    """One graph lowered under its strategy: ``graph`` is the keyed text with its specs (the
+    StableHLO module, or the whole-program text of an SPMD program); ``detail`` is what the
+    strategy keeps beyond it (a program's pieces and steps; ``None`` for a single module)."""
 
     graph: LoweredGraph
-    program: SPMDProgram | None = None
+    strategy: LoweringStrategy = SINGLE_MODULE
+    detail: Any = None
     lower_us: int = 0
     #: the HLO cache key the text is filed under (``None`` for a program, or with caching off)
     hlo_key: str | None = None
 
     @property
     def replica_groups(self) -> dict[str, list[list[int]]] | None:
-        return self.program.replica_groups() if self.program is not None else None
-
-    def compiler(self, driver: CompilerDriver | None = None):
-        """What compiles the text: the compiler driver, or, for a program, one that compiles every
-        piece into one bundle."""
-        return ProgramCompiler(self.program, driver) if self.program is not None else driver
+        """The meshes the key hashes (``None`` for a graph without collectives)."""
+        return self.strategy.key_material(self).replica_groups
 
 
 def pass_identity(aten_gm: torch.fx.GraphModule) -> str:
@@ -132,13 +312,10 @@ def _lower_keyed(aten_gm: torch.fx.GraphModule, *, graph_name: str) -> tuple[Low
 
 
 def lower(aten_gm: torch.fx.GraphModule, *, graph_name: str) -> Lowering:
-    """Lower one ATen graph under the strategy its content asks for (see the module doc)."""
+    """Lower one ATen graph under the strategy its content asks for (:func:`strategy_for`)."""
     start = time.perf_counter()
-    if has_collectives(aten_gm):
-        program = lower_program(aten_gm, graph_name=graph_name)
-        return Lowering(program.lowered(), program, int((time.perf_counter() - start) * 1e6))
-    lowered, key = _lower_keyed(aten_gm, graph_name=graph_name)
-    return Lowering(lowered, None, int((time.perf_counter() - start) * 1e6), hlo_key=key)
+    lowering = strategy_for(aten_gm).lower(aten_gm, graph_name=graph_name)
+    return dataclasses.replace(lowering, lower_us=int((time.perf_counter() - start) * 1e6))
 
 
 # --- key ------------------------------------------------------------------------------------------
@@ -171,6 +348,12 @@ def cache_key(
         lowered.hlo, compiler_args if key_policy.compiler_args_in_key else None, lowered.input_specs, breakdown=True,
         replica_groups=replica_groups, hlo_normalizer=hlo_normalizer,
     )
+
+
+def lowering_key(lowering: Lowering, compiler_args: Sequence[str], *, key_policy: KeyPolicy = DEFAULT_KEY) -> tuple[str, dict]:
+    """The artifact key of a :class:`Lowering` (its strategy's key material) and its breakdown."""
+    material = lowering.strategy.key_material(lowering)
+    return cache_key(material.graph, compiler_args, replica_groups=material.replica_groups, key_policy=key_policy)
 
 
 def build_metadata(lowered: LoweredGraph, key: str, breakdown: dict, compiler_args: Sequence[str], graph_name: str) -> ArtifactMetadata:
@@ -223,24 +406,32 @@ def build_artifact(
     *,
     graph_name: str,
     driver: CompilerDriver | None = None,
-    replica_groups=None,
-    hlo_normalizer=None,
     key_policy: KeyPolicy = DEFAULT_KEY,
 ) -> BuiltArtifact:
-    """The artifact for a lowered graph: from the cache when present, else compiled and published.
+    """:func:`build` for one StableHLO module (a :class:`Lowering` of :data:`SINGLE_MODULE`)."""
+    return build(Lowering(lowered), compiler_args, graph_name=graph_name, key_policy=key_policy, driver=driver)
+
+
+def build(
+    lowering: Lowering,
+    compiler_args: Sequence[str],
+    *,
+    graph_name: str,
+    key_policy: KeyPolicy = DEFAULT_KEY,
+    driver: CompilerDriver | None = None,
+) -> BuiltArtifact:
+    """The artifact of a :class:`Lowering`: from the cache when present, else compiled (by its
+    strategy) and published as one cache entry, whatever the strategy.
 
     A miss takes the key's compile lock, looks again (another process may have published while
-    this one waited), checks the key's failure record, compiles, and publishes. A cache or lock
-    directory that cannot be written does not fail the compile: it warns
-    (:class:`~reference.cache.errors.CacheFallbackWarning`) and the artifact is used uncached.
-    ``replica_groups`` and ``hlo_normalizer`` pass through to :func:`create_cache_hash`;
-    ``key_policy`` says how the key is made and checked (:class:`KeyPolicy`). With
+    this one waited), checks the key's failure record, compiles, and publishes; a failed compile is
+    recorded under the key. A cache or lock directory that cannot be written does not fail the
+    compile: it warns (:class:`~reference.cache.errors.CacheFallbackWarning`) and the artifact is
+    used uncached. ``key_policy`` says how the key is made and checked (:class:`KeyPolicy`). With
     ``NEURON_LIBTORCH_STORE_COMPILE`` the compile step is coordinated over the process group's
     c10d store (:mod:`reference.spmd.coordination`): one rank compiles, the others fetch.
     """
-    key, breakdown = cache_key(
-        lowered, compiler_args, replica_groups=replica_groups, key_policy=key_policy, hlo_normalizer=hlo_normalizer
-    )
+    key, breakdown = lowering_key(lowering, compiler_args, key_policy=key_policy)
     if key_policy.check is not None:
         key_policy.check(key, compiler_args, graph_name, None)
     cache = neff_cache()
@@ -258,18 +449,15 @@ def build_artifact(
         METRICS.bump("compiler_invocations")
         try:
             with Heartbeat(lambda s: f"still compiling graph {graph_name} ({s:.0f} s)"):
-                result = driver.compile(lowered.hlo, compiler_args, graph_name=graph_name)
-        except NEFFCompilationError as raw:
-            exc = name_rejected_op(raw, lowered, graph_name)
+                result = lowering.strategy.compile(lowering, compiler_args, graph_name=graph_name, driver=driver)
+        except NEFFCompilationError as exc:
             if cache is not None:
                 try:
                     cache.failures.record(key, graph_name=graph_name, error=exc)
                 except OSError as write_exc:
                     log.warning("could not record the failed compile of %s: %s", key, write_exc)
-            if exc is raw:
-                raise
-            raise exc from raw
-        meta = build_metadata(lowered, key, breakdown, compiler_args, graph_name)
+            raise
+        meta = build_metadata(lowering.graph, key, breakdown, compiler_args, graph_name)
         meta.compile_time_us = result.wall_us
         meta.extra.update(key_policy.metadata_extra)
         if cache is not None:
@@ -347,30 +535,15 @@ def record_graph_metrics(
     )
 
 
-def build(lowering: Lowering, compiler_args: Sequence[str], *, graph_name: str, key_policy: KeyPolicy = DEFAULT_KEY) -> BuiltArtifact:
-    """Build (or fetch) the artifact of a :class:`Lowering`: a program compiles as one bundle
-    under a key that includes its meshes."""
-    return build_artifact(
-        lowering.graph, compiler_args, graph_name=graph_name, driver=lowering.compiler(),
-        replica_groups=lowering.replica_groups, key_policy=key_policy,
-    )
-
-
 # --- load -----------------------------------------------------------------------------------------
 
 
 def load(built: BuiltArtifact, lowering: Lowering, *, resident: Sequence[int] | None = None) -> Callable:
-    """The built artifact as a callable taking the graph's inputs and returning its outputs.
+    """The built artifact as a callable taking the graph's inputs and returning its outputs (the
+    strategy's loader).
     ``resident``: the positions of parameters and buffers (default: AOT Autograd's static inputs
     of the graph being traced)."""
-    if lowering.program is not None:
-        return LoadedProgram(built.artifact, graph_name=built.graph_name, pieces=lowering.program.pieces)
-    return LoadedArtifact(
-        built.artifact, graph_name=built.graph_name, input_specs=lowering.graph.input_specs,
-        output_specs=lowering.graph.output_specs,
-        resident=static_input_indices() if resident is None else resident,
-        work=estimate_flops(lowering.graph.hlo),
-    )
+    return lowering.strategy.load(built, lowering, resident=static_input_indices() if resident is None else resident)
 
 
 class CompiledGraph:
@@ -406,7 +579,7 @@ def static_input_indices() -> tuple[int, ...]:
     """Positions of the graph being compiled that hold parameters and buffers (AOT Autograd's
     static inputs), or none outside a trace. The runtime keeps their device buffers between calls;
     a position named here that is not a parameter costs a cached buffer, never a stale result."""
-    tc = torch._guards.TracingContext.try_get()
+    tc = current_tracing_context()
     meta = getattr(tc, "fw_metadata", None) if tc is not None else None
     return tuple(getattr(meta, "static_input_indices", None) or ())
 
@@ -453,7 +626,7 @@ def serve(
         "cache hit" if built.cache_hit else "compiled (cache miss)", time.perf_counter() - start, lowering.lower_us / 1e6,
     )
     record_graph_metrics(
-        built, model_name=model_name, collectives=lowering.program is not None, node_count=lowering.graph.node_count,
+        built, model_name=model_name, collectives=lowering.strategy.collectives, node_count=lowering.graph.node_count,
         fx_passes_us=fx_passes_us, lower_us=lowering.lower_us,
     )
     loaded = None
@@ -530,26 +703,24 @@ def stage(
     lowering: Lowering, compiler_args: Sequence[str], *, graph_name: str, directory: str, key_policy: KeyPolicy = DEFAULT_KEY
 ) -> StagedGraph:
     """Key a lowered graph exactly as :func:`build` would and stage it under ``directory`` for
-    ``parallel_compile``, instead of building it. A program is staged as its whole-program text
-    with its meshes in the metadata (``extra["replica_groups"]``) and its pieces beside it."""
-    key, breakdown = cache_key(
-        lowering.graph, compiler_args, replica_groups=lowering.replica_groups, key_policy=key_policy
-    )
+    ``parallel_compile``, instead of building it: the keyed text, its metadata (with the meshes the
+    key hashes in ``extra["replica_groups"]``, when it has any) and the strategy's document."""
+    key, breakdown = lowering_key(lowering, compiler_args, key_policy=key_policy)
     extra: dict[str, Any] = {"node_count": lowering.graph.node_count}
     if key_policy.name != DEFAULT_KEY.name:  # recorded only when it is not the default (older entries have none)
         extra["key_policy"] = key_policy.name
-    if lowering.program is not None:
-        extra["replica_groups"] = lowering.replica_groups
+    groups = lowering.replica_groups
+    if groups is not None:
+        extra["replica_groups"] = groups
     meta = dataclasses.replace(
         build_metadata(lowering.graph, key, breakdown, compiler_args, graph_name),
         artifact_file="",
         hlo_file="graph.hlo",
-        has_collectives=lowering.program is not None,
+        has_collectives=lowering.strategy.collectives,
         extra=extra,
         stage="captured",
     )
-    program = lowering.program.to_json() if lowering.program is not None else None
-    return write_staged(directory, meta, lowering.graph.hlo, program)
+    return write_staged(directory, meta, lowering.graph.hlo, lowering.strategy.document(lowering))
 
 
 def staged_key_policy(entry: StagedGraph) -> KeyPolicy:
@@ -560,6 +731,5 @@ def staged_key_policy(entry: StagedGraph) -> KeyPolicy:
 
 def staged_lowering(entry: StagedGraph) -> Lowering:
     """A staged entry as a :class:`Lowering` again, ready for :func:`cache_key` and :func:`build`."""
-    if entry.program is not None:
-        return Lowering(entry.lowered(), SPMDProgram.from_json(entry.program, entry.hlo))
-    return Lowering(entry.lowered())
+    strategy = SPMD_PROGRAM if entry.metadata.has_collectives else SINGLE_MODULE
+    return strategy.from_staged(entry)

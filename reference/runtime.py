@@ -30,14 +30,21 @@ to the workers and waiting costs about 100 µs here, more than all the arithmeti
 workers. So each loaded artifact picks its driver from the work of one call (the caller's estimate,
 :func:`reference.lowering.cost.estimate_flops`): ``local-sync`` up to :data:`SYNC_MAX_FLOPS`,
 ``local-task`` above, or the one ``NEURON_REFERENCE_RUNTIME_DRIVER`` names for every artifact.
+
+**Programs** (:class:`LoadedProgram`): the artifact of a graph with collectives is a bundle of
+its step list and one compiled binary per piece (:func:`pack_bundle`). Loading it loads every
+piece; a call runs the pieces here and each collective on torch.distributed (gloo), over the
+process group the caller names for the collective's channel.
 """
 
 from __future__ import annotations
 
 import atexit
+import json
+import struct
 import threading
 import weakref
-from typing import Sequence
+from typing import Callable, Sequence
 
 import torch
 
@@ -313,6 +320,83 @@ class LoadedArtifact:
 
 def load(artifact: bytes, **kwargs) -> LoadedArtifact:
     return LoadedArtifact(artifact, **kwargs)
+
+
+# --- programs: compiled pieces joined by collectives ------------------------------------------------
+
+BUNDLE_MAGIC = b"NEURON-SPMD-PROGRAM-1\n"
+
+
+def pack_bundle(manifest: dict, binaries: Sequence[bytes]) -> bytes:
+    """One artifact of a program: its step list (``manifest``) and every piece's binary."""
+    header = json.dumps({"manifest": manifest, "sizes": [len(b) for b in binaries]}, sort_keys=True).encode()
+    return BUNDLE_MAGIC + struct.pack("<Q", len(header)) + header + b"".join(binaries)
+
+
+def unpack_bundle(blob: bytes) -> tuple[dict, list[bytes]]:
+    """The inverse of :func:`pack_bundle`; :class:`NEFFExecutionError` for anything else."""
+    if not blob.startswith(BUNDLE_MAGIC):
+        raise NEFFExecutionError("the artifact is not an SPMD program bundle")
+    try:
+        off = len(BUNDLE_MAGIC)
+        (n,) = struct.unpack_from("<Q", blob, off)
+        off += 8
+        header = json.loads(blob[off:off + n])
+        off += n
+        binaries = []
+        for size in header["sizes"]:
+            binaries.append(blob[off:off + size])
+            off += size
+        manifest = header["manifest"]
+    except (struct.error, ValueError, KeyError, TypeError) as exc:
+        raise NEFFExecutionError(f"the SPMD program bundle is damaged ({type(exc).__name__})") from None
+    if off != len(blob):
+        raise NEFFExecutionError("the SPMD program bundle is damaged (its length does not match its header)")
+    return manifest, binaries
+
+
+_COLLECTIVE_OPS = {
+    "all_reduce": lambda x, s, g: torch.ops._c10d_functional.all_reduce(x, s["reduce_op"], g),
+    "all_gather": lambda x, s, g: torch.ops._c10d_functional.all_gather_into_tensor(x, s["group_size"], g),
+    "reduce_scatter": lambda x, s, g: torch.ops._c10d_functional.reduce_scatter_tensor(x, s["reduce_op"], s["group_size"], g),
+    "all_to_all": lambda x, s, g: torch.ops._c10d_functional.all_to_all_single(
+        x, [x.shape[0] // s["split_count"]] * s["split_count"], [x.shape[0] // s["split_count"]] * s["split_count"], g
+    ),
+}
+
+
+class LoadedProgram:
+    """A loaded program bundle: runs its pieces on the runtime and its collectives on
+    torch.distributed.
+
+    Everything it runs comes from the artifact. ``load_piece(index, binary)`` loads one piece (the
+    caller knows its specs and work); ``group_name_of(channel_id)`` names this rank's process group
+    of the collective's mesh, the only per-rank input.
+    """
+
+    def __init__(
+        self, blob: bytes, *, graph_name: str, load_piece: Callable[[int, bytes], Callable],
+        group_name_of: Callable[[int], str],
+    ) -> None:
+        self.graph_name = graph_name
+        self.manifest, binaries = unpack_bundle(blob)
+        self._pieces = [load_piece(i, b) for i, b in enumerate(binaries)]
+        self._group_name_of = group_name_of
+
+    def __call__(self, *args: torch.Tensor) -> list:
+        m = self.manifest
+        if len(args) != len(m["inputs"]):
+            raise NEFFExecutionError(f"expected {len(m['inputs'])} inputs, got {len(args)}", graph_name=self.graph_name)
+        values: dict[str, torch.Tensor] = dict(zip(m["inputs"], args))
+        for step in m["steps"]:
+            if step["op"] == "piece":
+                outs = self._pieces[step["index"]](*[values[a] for a in step["args"]])
+                values.update(zip(step["results"], outs))
+            else:
+                x = values[step["args"][0]].contiguous()
+                y = _COLLECTIVE_OPS[step["op"]](x, step, self._group_name_of(step["channel_id"]))
+                values[step["results"][0]] = torch.ops._c10d_functional.wait_tensor(y)
+        return [values[o] if o is not None else None for o in m["outputs"]]
 
 
 @atexit.register

@@ -74,9 +74,7 @@ def _counting_backend(opt_in: bool):
         graphs.append(gm)
         return gm.forward
 
-    if opt_in:
-        graph_breaks.forces_graph_breaks(backend)
-    return backend, graphs
+    return (graph_breaks.forces_graph_breaks(backend) if opt_in else backend), graphs
 
 
 def _with_histc(x):
@@ -174,3 +172,46 @@ def test_a_direct_aten_overload_call_follows_the_op_table():
     backend, graphs = _counting_backend(opt_in=True)
     with pytest.raises(torch._dynamo.exc.Unsupported, match="histc"):
         torch.compile(lambda x: torch.ops.aten.histc.default(x * 2, 4), backend=backend, fullgraph=True)(torch.randn(8))
+
+
+# --- installed on first use -----------------------------------------------------------------------
+
+
+def test_the_first_use_installs_the_hooks_and_retraces_a_graph_traced_without_them():
+    graph_breaks.uninstall()
+    backend, graphs = _counting_backend(opt_in=True)
+    x = torch.randn(32)
+    assert torch.allclose(torch.compile(_with_histc, backend=backend)(x), _with_histc(x))
+    assert graph_breaks.installed()
+    assert len(graphs) == 2 and not any("histc" in g.code for g in graphs), "the first graph was not traced again"
+
+
+def test_a_first_graph_with_nothing_to_break_is_not_traced_again():
+    graph_breaks.uninstall()
+    traced = []
+
+    def backend(gm, example_inputs, **_):
+        traced.append(gm)
+        return gm.forward
+
+    opted = graph_breaks.forces_graph_breaks(backend)
+    torch.compile(lambda v: v * 2 + 1, backend=opted)(torch.randn(4))
+    assert graph_breaks.installed() and len(traced) == 1
+
+
+def test_importing_the_backend_installs_nothing():
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = (
+        "import reference, reference.backends.neuron\n"
+        "from reference.core.torch_compat import DYNAMO_HOOKS\n"
+        "from torch._dynamo.variables.torch import TorchInGraphFunctionVariable as V\n"
+        "print(DYNAMO_HOOKS.installed(), V.call_function.__module__)\n"
+    )
+    root = str(Path(__file__).resolve().parents[1])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, *sys.path])}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=True, env=env, cwd=root)
+    assert out.stdout.split() == ["False", "torch._dynamo.variables.torch"]

@@ -96,7 +96,7 @@ def test_a_failed_compile_is_reported_to_the_waiters(store):
 
 def test_the_wait_is_bounded_even_while_the_compiler_is_alive(store):
     def slow():
-        time.sleep(30)
+        time.sleep(6)  # alive for four times the waiter's bound
         return b"late", ""
 
     _, waiter = run_forked(
@@ -106,9 +106,23 @@ def test_the_wait_is_bounded_even_while_the_compiler_is_alive(store):
     assert "did not finish within 1.5 s (NEURON_LIBTORCH_STORE_WAIT_TIMEOUT)" in str(waiter.exception)
 
 
+def test_an_artifact_larger_than_the_stores_value_limit_goes_through_whole(store):
+    # torch's default (libuv) store server refuses a value over 8 MiB: the artifact goes in chunks
+    big = os.urandom(1 << 20) * 9 + b"tail"
+    outcomes = run_forked(
+        [_rank(store.port, 0, lambda: (big, "{}")), _rank(store.port, 1, lambda: (b"", ""), after_claim=True)],
+        workers=2, timeout=120,
+    )
+    assert [o.exception for o in outcomes] == [None, None]
+    assert sorted(o.value[2] for o in outcomes) == [False, True]
+    assert all(o.value[0] == big for o in outcomes)
+    assert int(store.get(f"neuron/compile/{KEY}/chunks")) == 3
+
+
 def test_an_artifact_that_does_not_match_its_digest_is_refused(store):
     store.set(f"neuron/compile/{KEY}/claim", "0")
-    store.set(f"neuron/compile/{KEY}/artifact", b"tampered")
+    store.set(f"neuron/compile/{KEY}/artifact/0", b"tampered")
+    store.set(f"neuron/compile/{KEY}/chunks", "1")
     store.set(f"neuron/compile/{KEY}/metadata", "{}")
     store.set(f"neuron/compile/{KEY}/done", "0" * 64)
     with pytest.raises(StoreCompileError, match="does not match its digest"):
@@ -161,7 +175,7 @@ def test_two_torchrun_hosts_compile_once_for_the_world(tmp_path):
     """Two torchrun agents (--nnodes 2, c10d rendezvous on loopback), 2 ranks each, each host with
     caches of its own: with the store coordination the sharded decoder's distinct graphs compile
     once for the whole world, and every rank's output equals the unsharded model's."""
-    from conformance.harness.spmd_world import run_on_hosts
+    from conformance.models.spmd_world import run_on_hosts
 
     hosts, roots = [], []
     for host in range(2):

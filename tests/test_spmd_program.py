@@ -17,7 +17,10 @@ from reference.core.errors import LoweringError
 from reference.spmd import MESH_REGISTRY, NeuronGroupCoordinator, rank_tensor
 from reference.spmd.errors import MeshError
 from reference.flows.tools import lower_texts
-from reference.spmd.program import lower_program, pack_bundle, unpack_bundle
+from reference.core.errors import NEFFExecutionError
+from reference.pipeline import SPMD_PROGRAM, lower
+from reference.runtime import pack_bundle, unpack_bundle
+from reference.spmd.split import split_at_collectives
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +68,9 @@ def _aten(fn, *args):
 
 def test_program_text_is_verified_stablehlo_with_every_collective(group):
     fn = _all_four(group)
-    prog = lower_program(_aten(fn, torch.ones(4, 2), rank_tensor(0)), graph_name="g")
+    lowering = lower(_aten(fn, torch.ones(4, 2), rank_tensor(0)), graph_name="g")
+    assert lowering.strategy is SPMD_PROGRAM
+    prog = lowering.detail
     assert [s["op"] for s in prog.steps] == ["piece", "all_reduce", "all_gather", "piece", "reduce_scatter", "all_to_all", "piece"]
     for op in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all"):
         assert f'"stablehlo.{op}"' in prog.text or f"stablehlo.{op}" in prog.text
@@ -96,7 +101,7 @@ def test_unsupported_reduction_names_the_collective(group):
         return funcol.all_reduce(x, "avg", group)
 
     with pytest.raises(LoweringError, match="reduction 'avg'"):
-        lower_program(_aten(fn, torch.ones(2)), graph_name="g")
+        split_at_collectives(_aten(fn, torch.ones(2)), graph_name="g")
 
 
 def test_unregistered_group_is_a_mesh_error(group):
@@ -106,7 +111,7 @@ def test_unregistered_group_is_a_mesh_error(group):
         return funcol.all_reduce(x, "sum", other)
 
     with pytest.raises(MeshError, match="NeuronGroupCoordinator"):
-        lower_program(_aten(fn, torch.ones(2)), graph_name="g")
+        split_at_collectives(_aten(fn, torch.ones(2)), graph_name="g")
 
 
 def test_bundle_round_trips():
@@ -115,9 +120,17 @@ def test_bundle_round_trips():
     assert unpack_bundle(blob) == (manifest, [b"abc", b"", b"\x00\x01"])
 
 
-def test_replica_groups_pass_body_annotates_dynamo_graph_collectives(group):
+@pytest.mark.parametrize("damage", ["not a bundle", "truncated", "trailing bytes"])
+def test_a_damaged_bundle_is_an_execution_error(damage):
+    blob = pack_bundle({"steps": [], "inputs": [], "outputs": []}, [b"abcdef"])
+    bad = {"not a bundle": b"IREE" + blob, "truncated": blob[:-2], "trailing bytes": blob + b"x"}[damage]
+    with pytest.raises(NEFFExecutionError, match="bundle"):
+        unpack_bundle(bad)
+
+
+def test_replica_groups_pass_annotates_dynamo_graph_collectives(group):
+    from reference.fx_passes import CollectiveReplicaGroupsPass
     from reference.spmd.collectives import is_collective
-    from reference.spmd.passes import collective_replica_groups
 
     graphs = []
 
@@ -128,7 +141,73 @@ def test_replica_groups_pass_body_annotates_dynamo_graph_collectives(group):
     torch._dynamo.reset()
     torch.compile(_all_four(group), backend=backend)(torch.ones(4, 2), rank_tensor(0))
     torch._dynamo.reset()
-    gm = collective_replica_groups(graphs[0])
+    gm = CollectiveReplicaGroupsPass().run(graphs[0], graph_name="g")
     collectives = [n for n in gm.graph.nodes if is_collective(n)]
     assert len(collectives) == 4
     assert all(n.meta["replica_groups"] == [[0]] and n.meta["channel_id"] >= 1 for n in collectives)
+
+
+# --- the program strategy uses the pipeline's own steps ---------------------------------------------
+
+
+@pytest.fixture
+def caches(tmp_path, monkeypatch):
+    for name, sub in (("TORCH_NEURONX_HLO_CACHE_DIR", "hlo"), ("TORCH_NEURONX_NEFF_CACHE_DIR", "neff"),
+                      ("TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR", "local")):
+        monkeypatch.setenv(name, str(tmp_path / sub))
+    monkeypatch.delenv("TORCH_NEURONX_NEFF_DISABLE_CACHE", raising=False)
+    return tmp_path
+
+
+def test_program_pieces_are_lowered_through_the_hlo_cache(group, caches):
+    from reference.core.metrics import METRICS
+
+    fn = _all_four(group)
+    args = (torch.ones(4, 2), rank_tensor(0))
+    METRICS.reset()
+    first = lower(_aten(fn, *args), graph_name="g")
+    cold = METRICS.counters()
+    second = lower(_aten(fn, *args), graph_name="g")
+    warm = METRICS.counters()
+    pieces = len(first.detail.pieces)
+    assert pieces == 3 and cold.get("lowerings") == pieces and not cold.get("hlo_cache_hits")
+    assert warm.get("lowerings") == pieces, "the second lowering lowered a piece again"
+    assert warm.get("hlo_cache_hits") == pieces
+    assert second.graph.hlo == first.graph.hlo and second.replica_groups == first.replica_groups
+
+
+def test_a_staged_program_keys_builds_and_runs_as_the_lowered_one(group, caches):
+    from reference.cache.staging import read_staged
+    from reference.core.metrics import METRICS
+    from reference.pipeline import build, load, lowering_key, stage, staged_lowering
+
+    fn = _all_four(group)
+    x = torch.arange(8, dtype=torch.float32).view(4, 2)
+    lowering = lower(_aten(fn, x, rank_tensor(0)), graph_name="g")
+    staged = stage(lowering, ["-O1"], graph_name="g", directory=str(caches / "staged"))
+    (entry,) = read_staged(caches / "staged")
+    again = staged_lowering(entry)
+    assert again.strategy is SPMD_PROGRAM and entry.metadata.has_collectives
+    assert lowering_key(again, ["-O1"])[0] == lowering_key(lowering, ["-O1"])[0] == staged.key
+    METRICS.reset()
+    built = build(again, ["-O1"], graph_name="g")  # one compile, one cache entry
+    assert METRICS.counters().get("compiler_invocations") == 1 and METRICS.counters().get("spmd_piece_compiles") == 3
+    assert build(lowering, ["-O1"], graph_name="g").cache_hit
+    out = load(built, again)(x, rank_tensor(0))
+    torch.testing.assert_close(out[0], fn(x, rank_tensor(0)))
+
+
+def test_a_program_whose_piece_fails_to_compile_is_recorded_under_its_key(group, caches):
+    from reference.compiler.driver import CompilerDriver
+    from reference.core.errors import NEFFCompilationError
+    from reference.pipeline import build, lowering_key, neff_cache
+
+    class Refusing(CompilerDriver):  # a stand-in driver: this test is about the failure record
+        def compile(self, hlo, compiler_args, *, graph_name):
+            raise NEFFCompilationError("refused", graph_name=graph_name)
+
+    lowering = lower(_aten(_all_four(group), torch.ones(4, 2), rank_tensor(0)), graph_name="g")
+    with pytest.raises(NEFFCompilationError, match="g_piece0"):
+        build(lowering, ["-O2"], graph_name="g", driver=Refusing())
+    record = neff_cache().failures.get(lowering_key(lowering, ["-O2"])[0])
+    assert record is not None and record["graph_name"] == "g"

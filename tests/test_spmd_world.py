@@ -1,4 +1,4 @@
-"""``conformance.harness.spmd_world``: what a rank reads from the environment its launcher set, and reading
+"""``conformance.models.spmd_world``: what a rank reads from the environment its launcher set, and reading
 the results back (the torchrun run itself is conformance/tests/test_spmd_torchrun.py)."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from conformance.harness.spmd_world import RankEnvironmentError, collect, rank_environment, result_path
+from conformance.models.spmd_world import RankEnvironmentError, collect, rank_environment, result_path
 
 TORCHRUN = {"RANK": "3", "WORLD_SIZE": "4", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500",
             "LOCAL_RANK": "1", "GROUP_RANK": "1"}

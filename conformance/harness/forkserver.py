@@ -44,6 +44,8 @@ import sys
 import threading
 from typing import Mapping, Sequence
 
+from conformance.harness.env import pythonpath
+
 # Variables read when the interpreter or the preloaded modules start: a request that changes one
 # of them needs a fresh interpreter (TORCH_NEURONX_* and NEURON_* are read when used, not here).
 _READ_AT_START = (
@@ -286,7 +288,7 @@ def _run_child(request: dict, protocol_fds: Sequence[int]) -> None:
         os.environ.clear()
         os.environ.update(request["env"])
         # what the interpreter would have put on sys.path from PYTHONPATH, ahead of the rest
-        extra = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p not in sys.path]
+        extra = [p for p in pythonpath(request["env"]) if p not in sys.path]
         sys.path[:0] = extra
         sys.argv = [request["module"], *request["args"]]
         import runpy

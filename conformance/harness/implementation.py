@@ -35,6 +35,7 @@ from conformance.harness.capabilities import (
     members,
 )
 from conformance.harness.evidence import Evidence, observe_dynamo
+from conformance.harness import env
 from conformance.harness.precision import Precision
 
 DEFAULT_IMPL = "conformance.adapters.reference:make"
@@ -342,7 +343,7 @@ def forced_graph_break(impl: Implementation, key: str) -> Any:
 
 def load_implementation(spec: str | None = None) -> Implementation:
     """Import ``module:factory`` and call the factory; raises ``ValueError`` with guidance."""
-    spec = spec or os.environ.get("CONFORMANCE_IMPL") or DEFAULT_IMPL
+    spec = spec or env.impl_spec() or DEFAULT_IMPL
     module_name, sep, attr = spec.partition(":")
     if not sep or not module_name or not attr:
         raise ValueError(f"--impl / CONFORMANCE_IMPL must look like 'package.module:factory', got {spec!r}")

@@ -37,6 +37,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import pytest
 
+from conformance.harness.env import rank_threads, rank_variables
 from conformance.harness.child import exit_not_supported, raise_if_not_supported
 from conformance.harness.forkserver import ForkedProcess, ForkServer, start_module
 from conformance.harness.implementation import NotSupported
@@ -121,15 +122,10 @@ def launch(
     raise AssertionError("unreachable")
 
 
-def _rank_threads(env: Mapping[str, str]) -> str:
-    # Each rank gets one intra-op thread: N ranks share the machine's cores.
-    return env.get("CONFORMANCE_RANK_THREADS", "1")
-
-
 def rank_server(preload: Sequence[str] = ("torch", "torch._dynamo")) -> ForkServer:
     """A fork server for :func:`launch`, started with the thread settings the ranks get (they are
     read when torch starts): pass it as ``server=`` to every launch of a module, close it after."""
-    return ForkServer(preload, env=dict(os.environ, OMP_NUM_THREADS=_rank_threads(os.environ)))
+    return ForkServer(preload, env=dict(os.environ, OMP_NUM_THREADS=rank_threads()))
 
 
 def _launch_once(name: str, world_size: int, kwargs: dict, timeout: float, extra_env: dict,
@@ -145,7 +141,7 @@ def _launch_once(name: str, world_size: int, kwargs: dict, timeout: float, extra
         MASTER_ADDR="127.0.0.1",
         MASTER_PORT=str(port),
         WORLD_SIZE=str(world_size),
-        OMP_NUM_THREADS=_rank_threads(env),
+        OMP_NUM_THREADS=rank_threads(env),
     )
     env.setdefault("GLOO_SOCKET_IFNAME", _loopback_interface())
     ranks: list[_Rank] = []
@@ -268,8 +264,9 @@ def _child(job_path: str, rank: int, result_path: str) -> int:
     import torch
     import torch.distributed as dist
 
-    world = int(os.environ["WORLD_SIZE"])
-    init = f"tcp://{os.environ['MASTER_ADDR']}:{os.environ['MASTER_PORT']}"
+    ranks = rank_variables()
+    world = int(ranks["WORLD_SIZE"])
+    init = f"tcp://{ranks['MASTER_ADDR']}:{ranks['MASTER_PORT']}"
     dist.init_process_group(
         "gloo", init_method=init, rank=rank, world_size=world, timeout=datetime.timedelta(seconds=float(job["timeout"]))
     )

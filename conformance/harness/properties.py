@@ -11,16 +11,16 @@ and a property that rejects most of what it draws fails rather than testing litt
 
 from __future__ import annotations
 
-import os
-
 import hypothesis
+
+from conformance.harness import env
 
 
 def profile_name() -> str:
-    chosen = os.environ.get("CONFORMANCE_HYPOTHESIS_PROFILE")
+    chosen = env.hypothesis_profile()
     if chosen:
         return chosen
-    return "conformance-ci" if os.environ.get("CI", "").lower() in ("1", "true", "yes") else "conformance-dev"
+    return "conformance-ci" if env.on_ci() else "conformance-dev"
 
 
 def settings(**overrides) -> hypothesis.settings:

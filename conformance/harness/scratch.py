@@ -5,11 +5,12 @@ reads or pollutes a cache it was not given (by default the user's ``<tmp>/neuron
 from __future__ import annotations
 
 import contextlib
-import os
 from pathlib import Path
 from typing import Iterator
 
 import pytest
+
+from conformance.harness import env
 
 # each variable and the subdirectory of the scratch root it points to
 SCRATCH_CACHE_VARS = {
@@ -26,6 +27,6 @@ def scratch_cache_variables(root: Path) -> Iterator[None]:
     under ``root``; all are restored afterwards. Variables the caller set win."""
     with pytest.MonkeyPatch.context() as mp:
         for var, sub in SCRATCH_CACHE_VARS.items():
-            if var not in os.environ:
+            if not env.is_set(var):
                 mp.setenv(var, str(root / sub))
         yield

@@ -11,31 +11,19 @@ from __future__ import annotations
 import os
 import traceback
 import warnings
-from contextlib import contextmanager
 from typing import Any, Callable
 
 import torch
 import torch.distributed as dist
 
+from conformance.harness import env
 from conformance.harness.implementation import Implementation, NotSupported, load_implementation
 
 STRICT_VAR = "NEURON_LIBTORCH_SPMD_STRICT"
 
 
-@contextmanager
 def _strict(value: str | None):
-    old = os.environ.get(STRICT_VAR)
-    if value is None:
-        os.environ.pop(STRICT_VAR, None)
-    else:
-        os.environ[STRICT_VAR] = value
-    try:
-        yield
-    finally:
-        if old is None:
-            os.environ.pop(STRICT_VAR, None)
-        else:
-            os.environ[STRICT_VAR] = old
+    return env.override({STRICT_VAR: value})
 
 
 def _contiguous(world: int, size: int) -> list[list[int]]:
@@ -194,24 +182,15 @@ def layers(impl, rank, world):
     }
 
 
-@contextmanager
 def _environ(values: dict[str, str]):
-    old = {k: os.environ.get(k) for k in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+    return env.override(values)
 
 
 def _host() -> tuple[int, int]:
     """This rank's host and its rank on that host, as the launcher set them (torchrun: ``GROUP_RANK``
     and ``LOCAL_RANK``); the suite's launcher starts every rank on one host."""
-    return int(os.environ.get("GROUP_RANK") or 0), int(os.environ.get("LOCAL_RANK") or dist.get_rank())
+    ranks = env.rank_variables()
+    return int(ranks.get("GROUP_RANK") or 0), int(ranks.get("LOCAL_RANK") or dist.get_rank())
 
 
 def _from_host_leader(value: Any) -> Any:

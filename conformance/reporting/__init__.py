@@ -1,6 +1,7 @@
 """Reporting: what a run leaves behind for people to read.
 
-The run's summary and compile-time chart, the support matrix and its checked-in documents, the model
-lane's report and the review of snapshot changes on a pull request. Built on the harness (and, for the
-support documents, on the suite's own adapters); never imports the tests.
+The run's summary and compile-time chart, the support matrix and the checked-in documents made from
+it, the model lane's report and the review of snapshot changes on a pull request. Above the harness
+and the adapters (the support documents run the suite's own adapters), beside the models, below the
+plugin that calls it; never imports the tests or the reference.
 """

@@ -27,6 +27,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
+from conformance.harness import env
 from conformance.reporting import models_report, support as _support
 from conformance.harness.outcomes import FELL_BACK
 
@@ -74,7 +75,7 @@ def summarize(impl, suite, results: dict, support, compile_times: list, stale: l
             "args": list(params.args),
             "dir": str(params.dir),
             "python": sys.version.split()[0],
-            "workers": os.environ.get("PYTEST_XDIST_WORKER_COUNT") or _workers(suite.config),
+            "workers": env.xdist_worker_count() or _workers(suite.config),
             "strict_expectations": suite.strict,
             "expectations": suite.expectations().path,
         },

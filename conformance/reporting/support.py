@@ -29,6 +29,7 @@ from typing import Any, Iterable
 
 import pytest
 
+from conformance.harness import env
 from conformance.harness.evidence import Evidence
 from conformance.harness.implementation import Implementation, NotSupported
 from conformance.harness.outcomes import EVIDENCE, EVIDENCE_PROPERTY, FELL_BACK_PROPERTY
@@ -228,8 +229,8 @@ def portable(text: str) -> str:
     home directory as ``~`` and a numeric user id in a folder name as ``<uid>``. A matrix made on
     another machine, by another user or with another ``TMPDIR`` then reads the same."""
     subs = {tempfile.gettempdir(): "$TMPDIR", os.path.expanduser("~"): "~"}
-    if os.environ.get("XDG_CACHE_HOME"):
-        subs[os.environ["XDG_CACHE_HOME"]] = "$XDG_CACHE_HOME"
+    if env.xdg_cache_home():
+        subs[env.xdg_cache_home()] = "$XDG_CACHE_HOME"
     for real, shown in sorted(subs.items(), key=lambda kv: -len(kv[0])):
         real = real.rstrip("/")
         if real and real != "~":

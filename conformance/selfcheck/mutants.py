@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import importlib
 from dataclasses import dataclass, field
 from typing import Callable
 
+from conformance.adapters import reference_internals
 from conformance.adapters.reference import ReferenceImplementation
 
 
@@ -54,7 +54,7 @@ def _mutant(contract: str, tests: tuple[str, ...] | str, expect: str):
 
 
 def _module(name: str):
-    return importlib.import_module(name)
+    return reference_internals.module(name)
 
 
 # Where the patched reference internals live (one place to update when the tree moves).

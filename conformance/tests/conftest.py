@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
 
 from conformance.harness import snapshots
+from conformance.harness.env import snapshot_dir
 from conformance.harness.scratch import scratch_cache_variables
 from conformance.harness.implementation import Implementation, NotSupported
 from conformance.plugin import SUITE, TIMES_PROPERTY
@@ -24,7 +24,7 @@ def impl(pytestconfig: pytest.Config) -> Implementation:
 @pytest.fixture(scope="session", autouse=True)
 def _snapshot_tree(pytestconfig: pytest.Config, impl: Implementation) -> None:
     """Point the snapshot extensions at this implementation's tree (``docs/adapter.md``)."""
-    root = pytestconfig.getoption("conformance_snapshot_dir") or os.environ.get("CONFORMANCE_SNAPSHOT_DIR")
+    root = pytestconfig.getoption("conformance_snapshot_dir") or snapshot_dir()
     root = root or impl.snapshot_root() or str(Path(pytestconfig.invocation_params.dir) / "conformance-snapshots")
     snapshots.set_tree(Path(root), impl.snapshots_of or impl.name)
 

@@ -28,6 +28,7 @@ import sys
 import pytest
 import torch
 
+from conformance.harness.env import xdist_worker
 from conformance.models import atom_model as M
 from conformance.tests.test_cache_reliability import _spec
 
@@ -93,7 +94,7 @@ def _once(tmp_path_factory, name: str, compute) -> dict:
     from filelock import FileLock  # a dependency of torch
 
     shared = tmp_path_factory.getbasetemp()
-    if os.environ.get("PYTEST_XDIST_WORKER"):
+    if xdist_worker():
         shared = shared.parent
     path = shared / f"atom_compilation_{name}.json"
     with FileLock(str(path) + ".lock"):

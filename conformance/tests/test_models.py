@@ -26,7 +26,6 @@ decoder whose router uses ``topk``); ``make models`` (``CONFORMANCE_MODELS=all``
 
 from __future__ import annotations
 
-import os
 import re
 import time
 
@@ -34,6 +33,7 @@ import pytest
 import torch
 
 from conformance.reporting import models_report
+from conformance.harness.env import all_models
 from conformance.harness.tolerances import tolerance
 
 hf = pytest.importorskip("neuron_fixtures.hf_models")
@@ -48,7 +48,7 @@ BF16_TOLERANCE = dict(rtol=5e-2, atol=1e-1)
 
 
 def _selected(model: str, part: str) -> bool:
-    return os.environ.get("CONFORMANCE_MODELS", "").lower() == "all" or (model, part) in IN_MAKE_TEST
+    return all_models() or (model, part) in IN_MAKE_TEST
 
 
 def _params(kinds, part):

@@ -2,7 +2,7 @@
 
 Two ``torchrun`` agents on this machine form one world (``--nnodes 2``, c10d rendezvous on
 loopback), each starting ``CONFORMANCE_TORCHRUN_NPROC`` ranks (default 2) that run
-``python -m conformance.harness.spmd_world``. Each agent is a host of its own: its own cache directories and
+``python -m conformance.models.spmd_world``. Each agent is a host of its own: its own cache directories and
 its own results directory, nothing shared but the rendezvous. The ranks read rank, world and
 master from the environment torchrun set.
 
@@ -19,16 +19,17 @@ from pathlib import Path
 
 import pytest
 
+from conformance.harness.env import pythonpath, torchrun_nproc
 from conformance.harness.implementation import NotSupported
 from conformance.harness.launcher import scenario
 from conformance.plugin import SUITE
-from conformance.harness.spmd_world import AgentsFailed, run_on_hosts
+from conformance.models.spmd_world import AgentsFailed, run_on_hosts
 from conformance.harness.tolerances import assert_close
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("spmd_ranks"), pytest.mark.capability("spmd")]
 
 HOSTS = 2
-NPROC = int(os.environ.get("CONFORMANCE_TORCHRUN_NPROC", "2"))
+NPROC = torchrun_nproc()
 SCENARIOS = ["decoder_spmd"]
 TIMEOUT = 600.0
 
@@ -44,7 +45,7 @@ def torchrun_world(request, tmp_path_factory):
         except NotSupported as exc:
             pytest.skip(f"each host needs caches of its own: {exc}")
         roots.append(str(root))
-    pythonpath = os.pathsep.join([str(Path(__file__).resolve().parents[2]), os.environ.get("PYTHONPATH", "")])
+    pythonpath = os.pathsep.join([str(Path(__file__).resolve().parents[2]), *pythonpath()])
     try:
         return run_on_hosts([dict(h, PYTHONPATH=pythonpath) for h in hosts], nproc=NPROC, scenarios=SCENARIOS, roots=roots,
                             impl_spec=request.config.stash[SUITE].spec, timeout=TIMEOUT)

@@ -37,6 +37,7 @@ import torch.fx as fx
 from reference import NeuronBackendError
 from reference.cache.key import tool_versions
 from reference.compiler.scope import current_scoped_compiler_args
+from reference.core.torch_compat import functorch_config, inductor_module
 
 __all__ = [
     "CompilerInterface",
@@ -92,15 +93,12 @@ def _digest(*factors: Any) -> str:
 
 
 def _returns_tuple(graph: fx.GraphModule) -> bool:
-    from torch._inductor.compile_fx import graph_returns_tuple  # Inductor: heavy, imported on use
-
-    return graph_returns_tuple(graph)
+    return inductor_module("compile_fx").graph_returns_tuple(graph)  # Inductor: heavy, imported on use
 
 
 def _inductor_state_hash() -> str:
-    from torch._inductor.codecache import CacheBase, torch_key  # Inductor: heavy, imported on use
-
-    return _digest(CacheBase.get_system(), torch_key())
+    codecache = inductor_module("codecache")  # Inductor: heavy, imported on use
+    return _digest(codecache.CacheBase.get_system(), codecache.torch_key())
 
 
 def _dynamo_convention(compiled: Callable, graph: fx.GraphModule, *, lists: bool) -> Callable:
@@ -124,7 +122,7 @@ class InductorStandaloneAdaptor(CompilerInterface):
         return _inductor_state_hash()
 
     def compile(self, graph, example_inputs, compiler_config, runtime_shape=None, key=None):
-        from torch._inductor import standalone_compile  # Inductor: heavy, imported on use
+        standalone_compile = inductor_module("").standalone_compile  # Inductor: heavy, imported on use
 
         patches = dict(compiler_config or {})
         # A symbolic piece takes its dynamic sizes from Dynamo's tracing context; a concrete size
@@ -138,7 +136,7 @@ class InductorStandaloneAdaptor(CompilerInterface):
         return artifact, (key, key)
 
     def load(self, handle, graph, example_inputs, graph_index, runtime_shape=None):
-        from torch._inductor import CompiledArtifact  # Inductor: heavy, imported on use
+        CompiledArtifact = inductor_module("").CompiledArtifact  # Inductor: heavy, imported on use
 
         key, relative = _check_pair(handle, self.name)
         path = os.path.join(self.cache_dir, relative)
@@ -196,8 +194,8 @@ class InductorAdaptor(CompilerInterface):
         return mock.patch.dict(os.environ, {"TORCHINDUCTOR_CACHE_DIR": inductor_dir})
 
     def compile(self, graph, example_inputs, compiler_config, runtime_shape=None, key=None):
-        import torch._inductor.codecache as codecache  # Inductor: heavy, imported on use
-        import torch._inductor.compile_fx as compile_fx_mod
+        codecache = inductor_module("codecache")  # Inductor: heavy, imported on use
+        compile_fx_mod = inductor_module("compile_fx")
 
         patches = inductor_patches(compiler_config, runtime_shape)
         patches["fx_graph_cache"] = not self.disable_cache
@@ -226,7 +224,7 @@ class InductorAdaptor(CompilerInterface):
             stack.enter_context(_shape_env_patch(codecache))
             stack.enter_context(mock.patch.object(codecache.FxGraphCache, "_check_can_cache", _always_cacheable))
             # A hit in AOT Autograd's own cache would skip the inner compile and hide the key.
-            stack.enter_context(torch._functorch.config.patch(enable_autograd_cache=False, enable_remote_autograd_cache=False))
+            stack.enter_context(functorch_config().patch(enable_autograd_cache=False, enable_remote_autograd_cache=False))
             compiled = compile_fx_mod.compile_fx(graph, example_inputs, inner_compile=reading_inner, config_patches=patches)
         if self.disable_cache or _needs_autograd(example_inputs):
             # The cached graph is AOT Autograd's inference graph; a piece traced for training is
@@ -237,8 +235,8 @@ class InductorAdaptor(CompilerInterface):
         return compiled, (found["hash"], key or "")
 
     def load(self, handle, graph, example_inputs, graph_index, runtime_shape=None):
-        import torch._inductor.codecache as codecache  # Inductor: heavy, imported on use
-        from torch._inductor.output_code import CompiledFxGraphConstantsWithGm
+        codecache = inductor_module("codecache")  # Inductor: heavy, imported on use
+        CompiledFxGraphConstantsWithGm = inductor_module("output_code").CompiledFxGraphConstantsWithGm
 
         hash_str, _ = _check_pair(handle, self.name)
         with contextlib.ExitStack() as stack:

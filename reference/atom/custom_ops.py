@@ -16,6 +16,7 @@ from typing import Callable, Iterable, Optional
 import torch
 
 from reference import NeuronBackendError
+from reference.core.torch_compat import OpOverloadPacket
 
 __all__ = [
     "DEFAULT_NAMESPACE",
@@ -95,7 +96,7 @@ def direct_register_custom_op(
     return _LIBRARIES.register(namespace, op_name, op_func, mutates_args, fake_impl, dispatch_key, tags)
 
 
-def resolve_op(qualname: str) -> torch._ops.OpOverloadPacket:
+def resolve_op(qualname: str) -> OpOverloadPacket:
     """The op packet for ``"namespace.op"`` (``"namespace::op"`` also accepted)."""
     namespace, sep, name = qualname.replace("::", ".").partition(".")
     if not sep or not name or "." in name:

@@ -32,6 +32,7 @@ from reference.atom.config import CompilationLevel, Config
 from reference.atom.counters import COUNTERS
 from reference.atom.recorder import recording_backend
 from reference.atom.monitor import decompile, dump_debug_file, end_monitoring_torch_compile, start_monitoring_torch_compile
+from reference.core.torch_compat import inductor_module, mark_dynamic, register_bytecode_hook
 
 __all__ = [
     "support_torch_compile",
@@ -62,7 +63,7 @@ class _BytecodeHooks:
     def compiling(self, wrapper: TorchCompileWrapperWithCustomDispatcher):
         with self._lock:
             if not self._registered:
-                torch._dynamo.convert_frame.register_bytecode_hook(self._hook)
+                register_bytecode_hook(self._hook)
                 self._registered = True
         previous = getattr(self._local, "wrapper", None)
         self._local.wrapper = wrapper
@@ -102,9 +103,8 @@ def _with_inductor_config(backend: Any, patches: dict) -> Any:
     patches = dict(patches)
 
     def inductor(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
-        from torch._inductor.compile_fx import compile_fx  # Inductor: heavy, imported on use
-
-        return compile_fx(gm, example_inputs, config_patches=patches)
+        return inductor_module("compile_fx").compile_fx(  # Inductor: heavy, imported on use
+            gm, example_inputs, config_patches=patches)
 
     return inductor
 
@@ -209,7 +209,7 @@ def _support_torch_compile(cls: type, dynamic_arg_dims: dict[str, Union[int, lis
                 arg = bound.arguments.get(name)
                 if isinstance(arg, torch.Tensor) and arg.dim() > 0:
                     dims = [dims] if isinstance(dims, int) else list(dims)
-                    torch._dynamo.mark_dynamic(arg, [d + arg.dim() if d < 0 else d for d in dims])
+                    mark_dynamic(arg, [d + arg.dim() if d < 0 else d for d in dims])
             start_monitoring_torch_compile(self.atom_config)
             try:
                 with _HOOKS.compiling(self):

@@ -15,6 +15,7 @@ import torch
 import torch.fx as fx
 
 from reference.atom.recorder import launch
+from reference.core.torch_compat import detect_fake_mode, enable_python_dispatcher
 
 __all__ = ["ConcreteSizeEntry", "PiecewiseBackend", "PiecewiseCompileInterpreter", "SplittingPiece"]
 
@@ -106,8 +107,6 @@ class PiecewiseCompileInterpreter(torch.fx.Interpreter):
         on_compiled: Optional[Callable[[str, PiecewiseBackend], None]] = None,
     ) -> None:
         super().__init__(module)
-        from torch._guards import detect_fake_mode
-
         self.fake_mode = detect_fake_mode()
         self.compile_submod_names = compile_submod_names
         self.compile_sizes = compile_sizes
@@ -117,8 +116,6 @@ class PiecewiseCompileInterpreter(torch.fx.Interpreter):
         self.backends: dict[str, PiecewiseBackend] = {}
 
     def run(self, *args: Any) -> Any:
-        from torch._dispatch.python import enable_python_dispatcher
-
         if self.fake_mode is None:
             raise RuntimeError("piecewise compilation runs inside a Dynamo backend call (no fake mode found)")
         fake_args = [self.fake_mode.from_tensor(t) if isinstance(t, torch.Tensor) else t for t in args]

@@ -46,6 +46,7 @@ from torch.utils import _pytree as pytree
 
 from reference import NeuronBackendError
 from reference.atom.forward_context import ForwardContext, get_forward_context, swapped_forward_context
+from reference.core.torch_compat import lookup_backend
 
 __all__ = [
     "CPURecording",
@@ -227,7 +228,7 @@ def recording_backend(inner: Any = "inductor") -> Callable:
     counter = [0]
 
     def backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Callable:
-        compile_fn = torch._dynamo.lookup_backend(inner) if isinstance(inner, str) else inner
+        compile_fn = lookup_backend(inner) if isinstance(inner, str) else inner
         compiled = compile_fn(gm, example_inputs)
         counter[0] += 1
         label = inner if isinstance(inner, str) else getattr(inner, "__name__", type(inner).__name__)

@@ -78,7 +78,7 @@ def eager_region(fn: Callable) -> Callable:
         return launch(fn, args, kwargs, eager=True, name=fn.__qualname__)
 
     region.is_eager_region = True
-    return torch._dynamo.disable(region, recursive=True)
+    return torch.compiler.disable(region, recursive=True)
 
 
 def _device_of(inputs: tuple) -> torch.device:

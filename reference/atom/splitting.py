@@ -14,6 +14,8 @@ import torch
 import torch.fx as fx
 from torch.fx.passes.split_module import split_module
 
+from reference.core.torch_compat import OpOverload, OpOverloadPacket
+
 __all__ = ["SplitItem", "split_graph", "op_name"]
 
 
@@ -30,9 +32,9 @@ class SplitItem:
 
 def op_name(target: object) -> str | None:
     """``"namespace.op"`` for an op target (packet or overload), else ``None``."""
-    if isinstance(target, torch._ops.OpOverload):
+    if isinstance(target, OpOverload):
         target = target.overloadpacket
-    if isinstance(target, torch._ops.OpOverloadPacket):
+    if isinstance(target, OpOverloadPacket):
         return target._qualified_op_name.replace("::", ".")
     return None
 

@@ -23,17 +23,33 @@ from __future__ import annotations
 from typing import Any, Callable, Sequence
 
 import torch
+from torch.utils.weak import WeakIdKeyDictionary
 
 from reference.core import env
 from reference.core.errors import UnsupportedInputError
+from reference.core.torch_compat import LocalSource
 
 DEVICE_DESCRIPTION = "the reference runtime (IREE local-sync or local-task on the host CPU)"
-_MARK = "_neuron_reference_device"
 
 
-def _mark(t: torch.Tensor) -> torch.Tensor:
-    setattr(t, _MARK, True)
-    return t
+class _DeviceMarks:
+    """The tensors that are on the device, held weakly by identity (a tensor's ``==`` compares
+    values, so not a ``WeakKeyDictionary``): a mark goes when its tensor does, and nothing is
+    written on the caller's tensor objects."""
+
+    def __init__(self) -> None:
+        self._marked: WeakIdKeyDictionary = WeakIdKeyDictionary()
+
+    def mark(self, t: torch.Tensor) -> torch.Tensor:
+        self._marked[t] = True
+        return t
+
+    def __contains__(self, t: torch.Tensor) -> bool:
+        return t in self._marked
+
+
+_DEVICE = _DeviceMarks()
+_mark = _DEVICE.mark
 
 
 def to_device(t: torch.Tensor) -> torch.Tensor:
@@ -45,7 +61,7 @@ def to_device(t: torch.Tensor) -> torch.Tensor:
 
 def is_device_tensor(t: Any) -> bool:
     """True for tensors the runtime produced or :func:`to_device` made."""
-    return isinstance(t, torch.Tensor) and bool(getattr(t, _MARK, False))
+    return isinstance(t, torch.Tensor) and t in _DEVICE
 
 
 def user_argument_indices(gm: torch.fx.GraphModule) -> list[int]:
@@ -54,8 +70,6 @@ def user_argument_indices(gm: torch.fx.GraphModule) -> list[int]:
     Parameters, buffers and globals are lifted into graph inputs too; they are not "passed as
     inputs" by the caller, so the auto-copy rule does not apply to them.
     """
-    from torch._dynamo.source import LocalSource
-
     out = []
     for i, node in enumerate(gm.graph.find_nodes(op="placeholder")):
         grapharg = node.meta.get("grapharg")

@@ -2,7 +2,7 @@
 
 Some calls cannot be compiled by the backend, so Dynamo must leave them out of the graph: they run
 eagerly between two compiled graphs (``fullgraph=False``), or the compile fails with
-``torch._dynamo.exc.Unsupported`` whose ``gb_type`` is :data:`GB_TYPE` (``fullgraph=True``). The
+Dynamo's ``Unsupported`` whose ``gb_type`` is :data:`GB_TYPE` (``fullgraph=True``). The
 rules, for the function form (``torch.sort(x)``) and the method form (``x.sort()``) alike:
 
 - ``sort`` / ``argsort``: when the sorted dimension has more than ``sort`` (16,384) elements;
@@ -24,22 +24,28 @@ Shapes are static for these backends: while Dynamo traces for them, automatic dy
 off (unless the caller asked for ``dynamic=True``, which the backend then rejects), so a new input
 shape recompiles with static sizes and the size-dependent rules above can decide.
 
-The rules apply only to compiles whose backend opted in with :func:`forces_graph_breaks` (the
-reference's seams); other backends in the same process trace as usual.
+The rules apply only to frames Dynamo traces for a backend that opted in with
+:func:`forces_graph_breaks` (the reference's seams): the hooks read the backend Dynamo holds for the
+frame being traced, so Inductor, eager or any other backend in the same process traces as if they
+were not there. They are installed by the opted-in backend on its first use, never at import.
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import threading
-import warnings
+import weakref
 from dataclasses import dataclass
 from typing import Any, Callable
 
 import torch
 
+from reference.core import torch_compat
 from reference.core.errors import BackendOptionError
+from reference.core.torch_compat import (
+    DYNAMO_HOOKS, OpOverload, OpOverloadPacket, RetraceRequest, graph_break, python_value, resolve_packet_overload,
+    traced_backends,
+)
 from reference.fx_passes.backend_config_pass import inlined_implementation
 from reference.lowering.op_decisions import CORE_NAMESPACES, DECISIONS, namespace_of
 from reference.lowering.optable import break_ops
@@ -141,50 +147,48 @@ def decide(name: str, args: list, kwargs: dict) -> BreakDecision | None:
     return None
 
 
-# --- the Dynamo hook ----------------------------------------------------------------------------
+# --- the Dynamo hooks ---------------------------------------------------------------------------
 
-_OPT_IN = "_neuron_forces_graph_breaks"
+# The backends that opted in (weakly held: a tool's throw-away backend goes when it does).
+_OPTED_IN: "weakref.WeakSet[Callable]" = weakref.WeakSet()
 
 
 def forces_graph_breaks(backend: Callable) -> Callable:
-    """Mark a backend function so that compiles using it get the backend's graph breaks (once the
-    hooks are installed: :func:`install`)."""
-    setattr(backend, _OPT_IN, True)
-    return backend
+    """``backend`` as a backend whose graphs get the rules above; returns the function to hand
+    ``torch.compile``.
+
+    Nothing is installed by this call (it may run at import, as a decorator). The returned
+    function, on its first call, installs the Dynamo hooks (:func:`install`), and when the graph
+    it was given was traced before they were installed and holds a call the rules may break on,
+    has Dynamo trace that frame again with the hooks in place
+    (:class:`~reference.core.torch_compat.RetraceRequest`): Dynamo calls a backend only after it
+    has traced, so the very first graph of a process is the only one traced without them."""
+
+    @functools.wraps(backend)
+    def opted_in(gm: torch.fx.GraphModule, example_inputs: list, **kwargs: Any):
+        if not DYNAMO_HOOKS.installed() and install() and _may_break(gm):
+            raise RetraceRequest("the neuron backend's graph-break hooks were installed on its first use")
+        return backend(gm, example_inputs, **kwargs)
+
+    _OPTED_IN.add(opted_in)
+    return opted_in
 
 
 def _backend_opted_in(tx) -> bool:
-    fn = getattr(getattr(tx, "output", None), "compiler_fn", None)
-    for _ in range(8):
-        if fn is None:
-            return False
-        if getattr(fn, _OPT_IN, False):
-            return True
-        fn = getattr(fn, "compiler_fn", None) or getattr(fn, "__wrapped__", None) or getattr(fn, "_torchdynamo_orig_backend", None)
-    return False
+    """Whether the frame ``tx`` traces is compiled for an opted-in backend (the backend Dynamo holds
+    for the frame: known while it traces)."""
+    return any(_opted_in(fn) for fn in traced_backends(tx))
 
 
-def _python_value(var) -> Any:
-    """A Python value for a VariableTracker: the fake tensor of a tensor (also inside a list or
-    tuple), else the constant."""
-    from torch._dynamo.variables.lists import BaseListVariable
-    from torch._dynamo.variables.tensor import TensorVariable
-
-    if isinstance(var, TensorVariable):
-        return var.proxy.node.meta.get("example_value")
-    if isinstance(var, BaseListVariable):
-        items = [_python_value(v) for v in var.items]
-        return tuple(items) if var.python_type() is tuple else items
+def _opted_in(fn: Any) -> bool:
     try:
-        return var.as_python_constant()
-    except Exception:
-        return None
+        return fn in _OPTED_IN
+    except TypeError:  # not hashable (torch.compile's options wrapper defines __eq__ only)
+        return False
 
 
 def _raise(decision: BreakDecision, form: str) -> None:
-    from torch._dynamo.exc import unimplemented
-
-    unimplemented(
+    graph_break(
         gb_type=GB_TYPE,
         context=f"op={decision.op} ({form}): {decision.reason}",
         explanation=f"The Neuron backend cannot compile {form}: {decision.reason}. "
@@ -198,26 +202,29 @@ def _raise(decision: BreakDecision, form: str) -> None:
 _SIZE_RULES = ("sort", "argsort", "topk")
 
 
+def _candidate(name: str) -> bool:
+    return name in _SIZE_RULES or name in ALWAYS_BREAK or name in break_ops()
+
+
 def _check(tx, name: str, args: list, kwargs: dict, form: str) -> None:
-    if name not in _SIZE_RULES and name not in ALWAYS_BREAK and name not in break_ops():
+    if not _candidate(name):
         return  # the common case: nothing to decide, no values to read
     if not _backend_opted_in(tx):
         return
-    values = [_python_value(a) for a in args]
-    kw = {k: _python_value(v) for k, v in kwargs.items()}
+    values = [python_value(a) for a in args]
+    kw = {k: python_value(v) for k, v in kwargs.items()}
     decision = decide(name, values, kw)
     if decision is not None:
         _raise(decision, form)
 
 
-def _overload(op, args: list, kwargs: dict) -> torch._ops.OpOverload | None:
+def _overload(op, args: list, kwargs: dict) -> OpOverload | None:
     """The overload a call of ``op`` (an overload, or a packet resolved from the call's values)
     runs."""
-    if isinstance(op, torch._ops.OpOverload):
+    if isinstance(op, OpOverload):
         return op
-    try:
-        name = torch._C._jit_resolve_packet(op._qualified_op_name, *args, **kwargs)
-    except Exception:  # values the schema matcher cannot take: the packet's usual overload
+    name = resolve_packet_overload(op, args, kwargs)
+    if name is None:  # values the schema matcher cannot take: the packet's usual overload
         names = op.overloads()
         name = "default" if "default" in names else (names[0] if names else None)
     return getattr(op, name or "default", None)
@@ -227,14 +234,14 @@ def _check_op(tx, op, args: list, kwargs: dict) -> None:
     """A call of ``torch.ops.<namespace>.<name>[.<overload>]``: ATen by the op table's rules,
     another namespace by whether the op lowers."""
     namespace = namespace_of(op)
-    packet = op.overloadpacket if isinstance(op, torch._ops.OpOverload) else op
+    packet = op.overloadpacket if isinstance(op, OpOverload) else op
     if namespace == "aten":
         _check(tx, packet.__name__, args, kwargs, f"torch.ops.aten.{packet.__name__}()")
         return
     if namespace in CORE_NAMESPACES or not _backend_opted_in(tx):
         return
-    values = [_python_value(a) for a in args]
-    kw = {k: _python_value(v) for k, v in kwargs.items()}
+    values = [python_value(a) for a in args]
+    kw = {k: python_value(v) for k, v in kwargs.items()}
     overload = _overload(op, values, kw)
     if overload is None:
         return
@@ -243,97 +250,60 @@ def _check_op(tx, op, args: list, kwargs: dict) -> None:
         _raise(BreakDecision(decision.op, decision.reason), f"torch.ops.{namespace}.{packet.__name__}()")
 
 
-def _static_for_opted_in(tx):
-    cfg = torch._dynamo.config
-    if cfg.automatic_dynamic_shapes and cfg.assume_static_by_default and _backend_opted_in(tx):
-        return cfg.patch(automatic_dynamic_shapes=False)
-    return contextlib.nullcontext()
+def _on_function(tx, fn: Any, args: list, kwargs: dict) -> None:
+    if isinstance(fn, (OpOverload, OpOverloadPacket)):
+        _check_op(tx, fn, args, kwargs)
+        return
+    name = getattr(fn, "__name__", None)
+    if isinstance(name, str):
+        _check(tx, name, args, kwargs, f"torch.{name}()")
 
 
-#: The torch releases whose Dynamo internals the hooks below were written against.
-WRITTEN_FOR = ("2.13",)
-
-_installed: dict[tuple[Any, str], Any] = {}  # (owner, attribute) -> the original, while installed
-_install_lock = threading.Lock()
+def _on_method(tx, name: str, args: list, kwargs: dict) -> None:
+    _check(tx, name, args, kwargs, f"Tensor.{name}()")
 
 
-def _torch_supported() -> bool:
-    return any(torch.__version__.startswith(v + ".") or torch.__version__ == v for v in WRITTEN_FOR)
+def _may_break(gm: torch.fx.GraphModule) -> bool:
+    """Whether a graph traced without the hooks holds a call the rules could have broken on (a
+    name the rules know, or an op of a namespace outside the core ones)."""
+    for node in gm.graph.nodes:
+        target = node.target
+        if node.op == "call_method" and isinstance(target, str) and _candidate(target):
+            return True
+        if node.op != "call_function":
+            continue
+        if isinstance(target, (OpOverload, OpOverloadPacket)):
+            packet = target.overloadpacket if isinstance(target, OpOverload) else target
+            namespace = namespace_of(target)
+            if (namespace == "aten" and _candidate(packet.__name__)) or namespace not in CORE_NAMESPACES:
+                return True
+        elif _candidate(getattr(target, "__name__", "")):
+            return True
+    return False
+
+
+#: The torch releases whose Dynamo internals the hooks were written against.
+WRITTEN_FOR = torch_compat.WRITTEN_FOR
 
 
 def installed() -> bool:
-    return bool(_installed)
+    return DYNAMO_HOOKS.installed()
 
 
-def install() -> None:
-    """Wrap Dynamo's handlers of torch function calls and tensor method calls (idempotent).
+def install() -> bool:
+    """Wrap Dynamo's handlers of torch function calls and tensor method calls, and its automatic
+    dynamic shapes (idempotent); the backends of :func:`forces_graph_breaks` call it on first use.
 
-    Only on the torch releases in :data:`WRITTEN_FOR`: on another one the hooks are left out with a
-    warning (an op with no lowering then fails the compile with a ``LoweringError`` instead of
-    breaking the graph). Installing patches four handlers and computes nothing: the list of ops
-    with no lowering is read on the first trace that needs it. :func:`uninstall` restores
-    Dynamo's handlers until the next :func:`install`."""
-    with _install_lock:
-        if _installed:
-            return
-        if not _torch_supported():
-            warnings.warn(
-                f"neuron backend: the graph-break hooks were written for torch {', '.join(WRITTEN_FOR)}, "
-                f"not {torch.__version__}; they are not installed",
-                stacklevel=3,
-            )
-            return
-        from torch._dynamo.variables import builder
-        from torch._dynamo.variables.tensor import TensorVariable
-        from torch._dynamo.variables.torch import TorchInGraphFunctionVariable
-
-        orig_fn = TorchInGraphFunctionVariable.call_function
-        orig_method = TensorVariable.call_method
-
-        op_types = (torch._ops.OpOverload, torch._ops.OpOverloadPacket)
-
-        @functools.wraps(orig_fn)
-        def call_function(self, tx, args, kwargs):
-            if isinstance(self.value, op_types):
-                _check_op(tx, self.value, list(args), dict(kwargs))
-                return orig_fn(self, tx, args, kwargs)
-            name = getattr(self.value, "__name__", None)
-            if isinstance(name, str):
-                _check(tx, name, list(args), dict(kwargs), f"torch.{name}()")
-            return orig_fn(self, tx, args, kwargs)
-
-        @functools.wraps(orig_method)
-        def call_method(self, tx, name, args, kwargs):
-            if isinstance(name, str) and not name.startswith("__"):
-                _check(tx, name, [self, *args], dict(kwargs), f"Tensor.{name}()")
-            return orig_method(self, tx, name, args, kwargs)
-
-        orig_auto = builder._automatic_dynamic
-        orig_symint = builder.VariableBuilder.wrap_symint
-
-        @functools.wraps(orig_auto)
-        def _automatic_dynamic(e, tx, *args, **kwargs):
-            with _static_for_opted_in(tx):
-                return orig_auto(e, tx, *args, **kwargs)
-
-        @functools.wraps(orig_symint)
-        def wrap_symint(self, *args, **kwargs):
-            with _static_for_opted_in(self.tx):
-                return orig_symint(self, *args, **kwargs)
-
-        for owner, attr, wrapper in (
-            (TorchInGraphFunctionVariable, "call_function", call_function),
-            (TensorVariable, "call_method", call_method),
-            (builder, "_automatic_dynamic", _automatic_dynamic),
-            (builder.VariableBuilder, "wrap_symint", wrap_symint),
-        ):
-            _installed[(owner, attr)] = getattr(owner, attr)
-            setattr(owner, attr, wrapper)
+    The wrapped handlers act only while Dynamo traces a frame for an opted-in backend; for any
+    other backend (Inductor, eager, aot_eager) they call Dynamo's own at once. Only on the torch
+    releases in :data:`WRITTEN_FOR`: on another one the hooks stay out with a
+    :class:`~reference.core.torch_compat.TorchVersionWarning` (an op with no lowering then fails
+    the compile with a ``LoweringError`` instead of breaking the graph) and this returns False.
+    Installing computes nothing: the list of ops with no lowering is read on the first trace that
+    needs it. :func:`uninstall` restores Dynamo's handlers until the next :func:`install`."""
+    return DYNAMO_HOOKS.install(_on_function, _on_method, _backend_opted_in)
 
 
 def uninstall() -> None:
     """Restore Dynamo's own handlers."""
-    with _install_lock:
-        for (owner, attr), original in _installed.items():
-            setattr(owner, attr, original)
-        _installed.clear()
+    DYNAMO_HOOKS.uninstall()

@@ -24,12 +24,12 @@ import logging
 from typing import Any, Callable, Sequence
 
 import torch
-import torch._functorch.config as aot_config  # loaded by torch._dynamo already
 
 from reference.cache.hlo_cache import hlo_cache
 from reference.cache.plan_cache import InferencePlan, create_plan_key, input_signature, plan_cache
 from reference.core import env
 from reference.core.metrics import METRICS
+from reference.core.torch_compat import aot_inference_facts, functorch_config, next_aot_id
 from reference.lowering import decompositions, nki_sdpa, sorting
 from reference.lowering.stablehlo import lowering_fingerprint
 from reference.pipeline import CompiledGraph, Lowering, serve, static_input_indices
@@ -52,7 +52,7 @@ def _source_digest() -> str:
 def _aot_config_digest() -> str:
     """AOT Autograd's configuration (``torch._functorch.config``, in the portable form its own
     cache keys on): a process that changed it traces graphs differently, so it gets other plans."""
-    text = json.dumps(aot_config.save_config_portable(), sort_keys=True, default=repr)
+    text = json.dumps(functorch_config().save_config_portable(), sort_keys=True, default=repr)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -64,7 +64,7 @@ def plan_key(digest: str | Callable[[], str], example_inputs: Sequence[Any], pas
     cache entry (``aot_compile`` does), which takes AOT's compiled output and not a planned call."""
     if env.get(env.NEFF_DISABLE_CACHE) or env.get(env.COMPILE_ONLY):
         return None
-    if aot_config.bundled_autograd_cache:
+    if functorch_config().bundled_autograd_cache:
         return None
     signature = input_signature(example_inputs)
     if signature is None:
@@ -93,40 +93,24 @@ def plan_for(aten_gm: torch.fx.GraphModule, n_inputs: int, graph_type: str, comp
         log.debug("no inference plan for %s: %s", getattr(compiled, "graph_name", "a graph"), why)
         return None
 
-    from torch._functorch._aot_autograd.schemas import OutputType, SubclassCreationMeta
-
     if graph_type != "inference":
         return no(f"a {graph_type} graph")
     if not isinstance(compiled, CompiledGraph) or compiled.lowering is None or compiled.loaded is None:
         return no("not served by the pipeline, or not loaded (compile-only mode)")
     lowering: Lowering = compiled.lowering
-    if lowering.program is not None:
-        return no("an SPMD program")
-    tc = torch._guards.TracingContext.try_get()
-    meta = getattr(tc, "fw_metadata", None) if tc is not None else None
-    if meta is None:
+    if not lowering.strategy.plan_replay:
+        return no(f"lowered as {lowering.strategy.name}, which a plan cannot replay")
+    facts = aot_inference_facts()
+    if facts is None:
         return no("AOT Autograd's metadata is not available")
     placeholders = aten_gm.graph.find_nodes(op="placeholder")
-    if len(placeholders) != n_inputs or len(meta.input_info) != n_inputs:
+    if len(placeholders) != n_inputs or facts.n_inputs != n_inputs:
         return no("AOT Autograd changed the inputs (duplicates, synthetic bases or lifted parameters)")
-    if meta.tokens or meta.num_intermediate_bases or getattr(meta, "num_graphsafe_rng_states", 0):
-        return no("effect tokens, intermediate bases or RNG state")
-    if meta.grad_enabled_mutation is not None or getattr(meta, "num_mutated_graph_handled_indices", 0):
-        return no("the graph changes grad mode or keeps a mutation in the graph")
-    if any(isinstance(m, SubclassCreationMeta) for m in list(meta.subclass_inp_meta) + list(meta.subclass_fw_graph_out_meta)):
-        return no("a tensor subclass")
-    if any(o.output_type is not OutputType.non_alias for o in meta.output_info):
-        return no("an output that aliases an input or an intermediate")
-    mutated = tuple(meta.mutated_inp_runtime_indices)
-    for i in mutated:
-        info = meta.input_info[i]
-        if not info.mutates_data or info.mutates_metadata or info.mutates_storage_metadata or info.mutation_inductor_storage_resize:
-            return no(f"input {i} has its metadata or storage changed")
-    streams = getattr(meta, "mutated_inp_stream_indices", None)
-    if streams and any(s is not None for s in streams):
-        return no("an input mutated on a user stream")
+    if facts.why_not is not None:
+        return no(facts.why_not)
+    mutated = facts.mutated_inputs
     outputs = aten_gm.graph.output_node().args[0]
-    if not isinstance(outputs, (list, tuple)) or len(outputs) != len(mutated) + len(meta.output_info):
+    if not isinstance(outputs, (list, tuple)) or len(outputs) != len(mutated) + facts.n_outputs:
         return no("the forward graph's outputs are not the mutated inputs and the user outputs")
     if len(lowering.graph.output_specs) != len(outputs):
         return no("the lowered module returns another number of outputs")
@@ -134,7 +118,7 @@ def plan_for(aten_gm: torch.fx.GraphModule, n_inputs: int, graph_type: str, comp
         hlo_key=lowering.hlo_key or "",  # empty when the HLO cache did not keep the text: not stored
         n_inputs=n_inputs,
         mutated_inputs=mutated,
-        n_outputs=len(meta.output_info),
+        n_outputs=facts.n_outputs,
         static_inputs=tuple(static_input_indices()),
         aten_code=aten_gm.code,
     )
@@ -185,15 +169,13 @@ def serve_planned(
     ):
         log.warning("the plan %s does not fit its graph or its HLO record is gone; tracing the graph again", key)
         return None
-    from torch._functorch.aot_autograd import AOT_COUNTER
-
-    aot_id = next(AOT_COUNTER)  # the number AOT Autograd would have given it: the same graph names warm or cold
+    aot_id = next_aot_id()  # the number AOT Autograd would have given it: the same graph names warm or cold
     nth = METRICS.next_graph_index(model_name, str(aot_id), "inference")
     graph_name = f"{model_name}_{aot_id}_inference_{nth}"
     METRICS.bump("hlo_cache_hits")
     METRICS.bump("plan_cache_hits")
     compiled = serve(
-        Lowering(lowered, None, 0, hlo_key=plan.hlo_key), compiler_args, graph_name=graph_name, model_name=model_name,
+        Lowering(lowered, hlo_key=plan.hlo_key), compiler_args, graph_name=graph_name, model_name=model_name,
         fx_passes_us=fx_passes_us, resident=plan.static_inputs,
     )
     return PlannedCall(compiled, plan, graph_name), compiled, plan

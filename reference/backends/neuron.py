@@ -8,12 +8,9 @@ Registered under the names ``neuron`` and ``neuron_libtorch`` through the
 ``torch_dynamo_backends`` entry point, so ``torch.compile(..., backend="neuron")`` works without
 importing this package first.
 
-The backend's graph breaks (:mod:`reference.backends.graph_breaks`) are hooked into Dynamo when the
-backend is registered: ``torch.compile(..., backend="neuron")`` loads this module through the entry
-point before Dynamo traces anything, and the module installs the hooks (a cheap patch of four
-handlers, version-guarded and undoable with ``graph_breaks.uninstall()``). Nothing is traced or
-lowered then: the list of ops with no lowering is read on the first trace that needs it.
-``import reference`` alone installs nothing. Shapes are static: an
+The backend's graph breaks (:mod:`reference.backends.graph_breaks`) are hooked into Dynamo by the
+backend on its first use (:func:`~reference.backends.graph_breaks.forces_graph_breaks`) and act only
+on frames traced for it; importing this module installs nothing. Shapes are static: an
 explicit ``dynamic=True`` (or a dynamic ``shapes_spec``) is rejected, and a graph that Dynamo made
 dynamic on its own after a shape change is compiled once per concrete shape instead.
 """
@@ -25,8 +22,6 @@ import time
 from typing import Any, Callable, Mapping
 
 import torch
-from torch._dynamo.backends.common import aot_autograd  # the flattening path of _aot only
-from torch._functorch._aot_autograd.utils import make_boxed_func
 
 from reference.cache import plan_cache
 from reference.cache.hlo_cache import NO_PASSES, PASS_IDENTITY_META
@@ -43,6 +38,9 @@ from reference.core.errors import (
 )
 from reference.core.metrics import METRICS
 from reference.core.settings import get_model_name
+from reference.core.torch_compat import (
+    aot_autograd_backend, aot_module_simplified, current_tracing_context, dynamo_config, functorch_config, make_boxed_func,
+)
 from reference.fx_passes import get_default_pass_manager
 from reference.lowering import nki_sdpa
 from reference.pipeline import CompiledGraph, compile_aten_graph, lower
@@ -83,7 +81,7 @@ def normalize_options(options: Mapping[str, Any] | None) -> dict[str, Any]:
 
 
 def _aot_names() -> tuple[str, str]:
-    tc = torch._guards.TracingContext.try_get()
+    tc = current_tracing_context()
     names = getattr(tc, "aot_graph_name", None) if tc is not None else None
     if names:
         aot_id, _, graph_type = names[0].partition("_")
@@ -159,9 +157,7 @@ def compile_fx_graph(
         if served is not None:
             call, compiled, plan = served
             _write_debug_artifacts(call.graph_name, plan.aten_code, compiled)
-            from torch._dynamo import disable
-
-            run = disable(_with_fallback(call, gm), reason="a compiled neuron graph")
+            run = torch.compiler.disable(_with_fallback(call, gm), reason="a compiled neuron graph")
             return _device.place(run, user_indices, graph_name=f"{model_name}_dynamo")
 
     made: list = []  # (plan, compiled graph, name) of each graph that needs no AOT runtime wrapper
@@ -211,9 +207,7 @@ def compile_fx_graph(
         return _eager_fallback(exc, gm)
     if len(made) == 1:  # one inference graph whose wrapper would only copy mutated inputs back
         plan, compiled, graph_name = made[0]
-        from torch._dynamo import disable
-
-        compiled_fn = disable(
+        compiled_fn = torch.compiler.disable(
             _with_fallback(inference_plan.PlannedCall(compiled, plan, graph_name), gm), reason="a compiled neuron graph"
         )
     return _device.place(compiled_fn, user_indices, graph_name=f"{model_name}_dynamo")
@@ -229,25 +223,21 @@ def _aot(gm: torch.fx.GraphModule, example_inputs: list, fw_compiler: Callable, 
     scheduler (0.25-0.5 s of every process's first compile, for a backend that never uses
     Inductor). Nested inputs (lists, tuples, dicts) still go through the wrapper, which flattens them.
     """
-    from torch._dynamo import disable
-    from torch._functorch import config as functorch_config
-    from torch._functorch.aot_autograd import aot_module_simplified
-
     def boxed_bw_compiler(*args, **kwargs):
         # neither the compile of a backward graph nor the callable it returns is traced by Dynamo
-        run = disable(bw_compiler, reason="the neuron backward compiler")(*args, **kwargs)
-        return make_boxed_func(disable(run, reason="a compiled neuron backward graph"))
+        run = torch.compiler.disable(bw_compiler, reason="the neuron backward compiler")(*args, **kwargs)
+        return make_boxed_func(torch.compiler.disable(run, reason="a compiled neuron backward graph"))
 
-    with functorch_config.patch(force_non_lazy_backward_lowering=True):
+    with functorch_config().patch(force_non_lazy_backward_lowering=True):
         if any(isinstance(x, (list, tuple, dict)) for x in example_inputs):
-            return aot_autograd(fw_compiler=fw_compiler, bw_compiler=boxed_bw_compiler, decompositions=decompositions)(
+            return aot_autograd_backend(fw_compiler=fw_compiler, bw_compiler=boxed_bw_compiler, decompositions=decompositions)(
                 gm, example_inputs
             )
         compiled = aot_module_simplified(
             gm, example_inputs, fw_compiler=fw_compiler, bw_compiler=boxed_bw_compiler, inference_compiler=fw_compiler,
             decompositions=decompositions,
         )
-    return disable(compiled, reason="a compiled neuron graph")
+    return torch.compiler.disable(compiled, reason="a compiled neuron graph")
 
 
 class _BackwardGraph:
@@ -309,7 +299,7 @@ def _symbolic(example_inputs: list) -> bool:
 def _reject_explicit_dynamic() -> None:
     """``dynamic=True`` and dynamic ``shapes_spec`` ask for one artifact over many shapes, which the
     backend cannot build; automatic dynamism (a shape changed between calls) is handled per shape."""
-    cfg = torch._dynamo.config
+    cfg = dynamo_config()
     if cfg.assume_static_by_default is False:
         raise DynamicShapeError(
             "torch.compile(dynamic=True) is not supported by the neuron backend: it compiles static "
@@ -396,7 +386,3 @@ def neuron_libtorch(gm: torch.fx.GraphModule, example_inputs: list, options: Map
     """``backend="neuron_libtorch"``: the same seam under its framework name."""
     return neuron_backend(gm, example_inputs, options=options, mode=mode)
 
-
-# Registration is the backend's first use (see the module doc): the hooks must be in place before
-# Dynamo traces the first frame for it, and torch.compile gives a backend no earlier call.
-graph_breaks.install()

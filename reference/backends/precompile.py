@@ -23,13 +23,14 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 import torch
-from torch._dynamo.precompile_context import BackendCacheArtifact, PrecompileContext
+
+from reference.core.torch_compat import BackendCacheArtifact, PrecompileContext, dynamo_config
 
 log = logging.getLogger(__name__)
 
 
 def enabled() -> bool:
-    return bool(getattr(torch._dynamo.config, "caching_precompile", False))
+    return bool(getattr(dynamo_config(), "caching_precompile", False))
 
 
 @dataclass

@@ -37,6 +37,7 @@ from reference.core.diagnostics import warn_user
 from reference.core.folders import trusted_folder
 from reference.core.atomic import write_atomic
 from reference.core.specs import LoweredGraph, TensorSpec
+from reference.core.torch_compat import unset_fake_temporarily
 
 log = logging.getLogger(__name__)
 
@@ -57,8 +58,6 @@ def _digest(data: bytes) -> str:
 
 
 def _tensor_digest(t: torch.Tensor) -> dict[str, Any]:
-    from torch._subclasses.fake_tensor import unset_fake_temporarily
-
     # AOT Autograd calls the backend inside its fake mode; a graph constant is a real tensor.
     with unset_fake_temporarily():
         t = t.detach().cpu()

@@ -1,9 +1,10 @@
 """The staging store: graphs captured for the deferred flow, waiting for ``parallel_compile``.
 
 One directory per cache key under the capture directory: ``graph.hlo`` (the keyed text),
-``metadata.json`` (:class:`~reference.core.schema.ArtifactMetadata`, ``stage="captured"``) and, for
-a graph with collectives, ``program.json`` (the SPMD program's pieces and steps, so the bundle can
-be built in another process without the graph). An entry is published whole (a temporary
+``metadata.json`` (:class:`~reference.core.schema.ArtifactMetadata`, ``stage="captured"``) and,
+when the graph's lowering strategy keeps one, ``lowering.json``: the strategy's document of what
+a build needs beyond the keyed text (an SPMD program's pieces and steps), so the graph can be built
+in another process without it. An entry is published whole (a temporary
 directory renamed into place): a reader sees no entry or a complete one. The store takes and
 returns data; the key and the metadata come from the pipeline.
 """
@@ -23,19 +24,19 @@ from reference.core.specs import LoweredGraph, TensorSpec
 
 HLO_FILE = "graph.hlo"
 METADATA_FILE = "metadata.json"
-PROGRAM_FILE = "program.json"
+DOCUMENT_FILE = "lowering.json"
 
 
 @dataclass(frozen=True)
 class StagedGraph:
-    """One staged entry, as ``parallel_compile`` reads it back. ``program`` is the SPMD program's
-    document (``None`` for a graph without collectives)."""
+    """One staged entry, as ``parallel_compile`` reads it back. ``document`` is the lowering
+    strategy's document (``None`` where the strategy keeps none)."""
 
     key: str
     path: str
     metadata: ArtifactMetadata
     hlo: str
-    program: dict[str, Any] | None = None
+    document: dict[str, Any] | None = None
 
     @property
     def graph_name(self) -> str:
@@ -50,7 +51,7 @@ class StagedGraph:
         )
 
 
-def write_staged(directory: str, meta: ArtifactMetadata, text: str, program: dict[str, Any] | None = None) -> StagedGraph:
+def write_staged(directory: str, meta: ArtifactMetadata, text: str, document: dict[str, Any] | None = None) -> StagedGraph:
     """Publish one entry under ``<directory>/<meta.cache_key>`` unless it is there already (the
     same key means the same content) and return it."""
     directory = os.path.abspath(directory)
@@ -63,9 +64,9 @@ def write_staged(directory: str, meta: ArtifactMetadata, text: str, program: dic
         try:
             with open(os.path.join(tmp, HLO_FILE), "w", encoding="utf-8") as fh:
                 fh.write(text)
-            if program is not None:
-                with open(os.path.join(tmp, PROGRAM_FILE), "w", encoding="utf-8") as fh:
-                    json.dump(program, fh, sort_keys=True)
+            if document is not None:
+                with open(os.path.join(tmp, DOCUMENT_FILE), "w", encoding="utf-8") as fh:
+                    json.dump(document, fh, sort_keys=True)
             with open(os.path.join(tmp, METADATA_FILE), "w", encoding="utf-8") as fh:
                 fh.write(meta.to_json())
             try:
@@ -74,7 +75,7 @@ def write_staged(directory: str, meta: ArtifactMetadata, text: str, program: dic
                 pass  # published by someone else meanwhile: same key, same content
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
-    return StagedGraph(key, final, meta, text, program)
+    return StagedGraph(key, final, meta, text, document)
 
 
 def read_staged(directory: str | os.PathLike) -> list[StagedGraph]:
@@ -105,21 +106,21 @@ def read_staged(directory: str | os.PathLike) -> list[StagedGraph]:
             continue
         # file names read from the record never leave the entry's folder (RecordPathError)
         hlo_path = confined(path, meta.hlo_file or HLO_FILE, record=meta_path, field="hlo_file")
-        program_path = os.path.join(path, PROGRAM_FILE)
+        document_path = os.path.join(path, DOCUMENT_FILE)
         try:
             hlo_raw = read_regular(hlo_path)
             if hlo_raw is None:
                 raise RecordRejected("it is missing")
             hlo = hlo_raw.decode("utf-8")
-            program = None
-            program_raw = read_regular(program_path) if meta.has_collectives else None
-            if program_raw is not None:
-                program = json.loads(program_raw.decode("utf-8"))
-                if not isinstance(program, dict):
-                    raise RecordRejected(f"{PROGRAM_FILE} is not a JSON object")
+            document = None
+            document_raw = read_regular(document_path)
+            if document_raw is not None:
+                document = json.loads(document_raw.decode("utf-8"))
+                if not isinstance(document, dict):
+                    raise RecordRejected(f"{DOCUMENT_FILE} is not a JSON object")
         except (RecordRejected, UnicodeDecodeError, ValueError) as exc:
             # the reason only: a staged file's content is never repeated in an error
             why = exc if isinstance(exc, RecordRejected) else type(exc).__name__
             raise MetadataError(f"{meta_path}: its staged files cannot be read ({why})") from None
-        out.append(StagedGraph(meta.cache_key, path, meta, hlo, program))
+        out.append(StagedGraph(meta.cache_key, path, meta, hlo, document))
     return out

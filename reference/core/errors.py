@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from torch._dynamo.exc import ShortenTraceback
+from reference.core.torch_compat import ShortenTraceback
 
 
 class NeuronBackendError(ShortenTraceback):

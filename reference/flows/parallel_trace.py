@@ -26,6 +26,7 @@ from typing import Any, Callable, Mapping, Sequence
 from reference.backends.capture import CAPTURES, capture_backend, capture_dir, capture_to
 from reference.compiler.scope import scoped_compiler_args
 from reference.core.errors import NeuronBackendError
+from reference.core.torch_compat import OptimizedModule
 from reference.flows.forked import ChildOutcome, reraise, run_forked
 from reference.spmd.errors import SPMDViolationError
 
@@ -99,7 +100,7 @@ def validate_jobs(jobs: Sequence[Any]) -> list[tuple]:
 def _is_compiled(model: Any) -> bool:
     import torch
 
-    return isinstance(model, torch._dynamo.eval_frame.OptimizedModule) or hasattr(model, "_torchdynamo_orig_callable")
+    return isinstance(model, OptimizedModule) or hasattr(model, "_torchdynamo_orig_callable")
 
 
 def _trace_one(job: tuple, cache_dir: str, options: Mapping[str, Any] | None, key_policy: str) -> list[dict[str, Any]]:
@@ -107,7 +108,7 @@ def _trace_one(job: tuple, cache_dir: str, options: Mapping[str, Any] | None, ke
     import torch
 
     torch.set_num_threads(1)
-    torch._dynamo.reset()
+    torch.compiler.reset()
     CAPTURES.clear()
     model, kwargs = job[0], job[1]
     if not _is_compiled(model):

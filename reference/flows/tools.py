@@ -39,12 +39,12 @@ def run_with_handler(
     if force_graph_breaks:
         backend = graph_breaks.forces_graph_breaks(backend)
 
-    torch._dynamo.reset()
+    torch.compiler.reset()
     try:
         with torch.no_grad():
             torch.compile(model, backend=backend, dynamic=False)(*args, **(kwargs or {}))
     finally:
-        torch._dynamo.reset()
+        torch.compiler.reset()
 
 
 def lower_graphs(model: Callable, args: tuple, options: Mapping[str, Any] | None = None) -> list:

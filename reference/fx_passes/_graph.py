@@ -20,6 +20,8 @@ from typing import Iterator
 import torch
 from torch.fx import GraphModule, Node
 
+from reference.core.torch_compat import OpOverload
+
 # Tensor methods (and their torch.* function twins) whose result always shares storage with the
 # first argument.
 VIEW_METHODS = frozenset(
@@ -75,7 +77,7 @@ def describe(node: Node) -> str:
         return f"Tensor.{node.target}"
     if node.op == "call_function":
         t = node.target
-        if isinstance(t, torch._ops.OpOverload):
+        if isinstance(t, OpOverload):
             return str(t)
         mod = getattr(t, "__module__", None) or ""
         name = getattr(t, "__name__", repr(t))
@@ -88,7 +90,7 @@ def describe(node: Node) -> str:
 
 
 def _overload_schema(node: Node):
-    if node.op == "call_function" and isinstance(node.target, torch._ops.OpOverload):
+    if node.op == "call_function" and isinstance(node.target, OpOverload):
         return node.target._schema
     return None
 

@@ -30,6 +30,7 @@ import logging
 import torch
 from torch.fx import GraphModule, Node
 
+from reference.core.torch_compat import OPDEFS, OpOverload
 from reference.fx_passes import _graph
 from reference.fx_passes.base import FXPass, FXPassError
 
@@ -40,7 +41,7 @@ RECORD_KEY = "kernel_write_back"
 _CORE_NAMESPACES = frozenset({"aten", "prims", "_c10d_functional", "c10d", "_c10d_functional_autograd", "higher_order"})
 
 
-def written_arguments(op: torch._ops.OpOverload) -> list[tuple[int, str]]:
+def written_arguments(op: OpOverload) -> list[tuple[int, str]]:
     """``(position, name)`` of every argument the op's schema marks as written (``Tensor(a!)``)."""
     return [
         (i, a.name)
@@ -49,14 +50,12 @@ def written_arguments(op: torch._ops.OpOverload) -> list[tuple[int, str]]:
     ]
 
 
-def _kernel_function(op: torch._ops.OpOverload):
-    from torch._library.custom_ops import OPDEFS
-
+def _kernel_function(op: OpOverload):
     opdef = OPDEFS.get(op._schema.name)
     return getattr(opdef, "_init_fn", None) if opdef is not None else None
 
 
-def inlined_implementation(op: torch._ops.OpOverload):
+def inlined_implementation(op: OpOverload):
     """The Python implementation this pass inlines for ``op`` (a kernel of a non-core namespace
     that writes into an argument), or ``None`` when the pass leaves its calls alone."""
     if op._schema.name.split("::")[0] in _CORE_NAMESPACES or not written_arguments(op):
@@ -78,7 +77,7 @@ class NkiKernelWriteBackendConfigPass(FXPass):
         configs: list[dict] = []
         changed = False
         for node in list(gm.graph.nodes):
-            if node.op != "call_function" or not isinstance(node.target, torch._ops.OpOverload):
+            if node.op != "call_function" or not isinstance(node.target, OpOverload):
                 continue
             namespace = node.target._schema.name.split("::")[0]
             written = written_arguments(node.target)

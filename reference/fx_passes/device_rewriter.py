@@ -19,6 +19,7 @@ from __future__ import annotations
 import torch
 from torch.fx import GraphModule, Node
 
+from reference.core.torch_compat import OpOverload
 from reference.fx_passes._graph import finish
 from reference.fx_passes.base import FXPass, FXPassError
 
@@ -98,7 +99,7 @@ class DeviceRewriterPass(FXPass):
                     if _foreign(parsed, target):
                         node.update_arg(i, target)
                         changed = True
-        elif node.op == "call_function" and isinstance(node.target, torch._ops.OpOverload):
+        elif node.op == "call_function" and isinstance(node.target, OpOverload):
             for i, (arg, formal) in enumerate(zip(node.args, node.target._schema.arguments)):
                 if "Device" in str(formal.type) and isinstance(arg, (str, torch.device)):
                     parsed = self._check(node, arg, graph_name)

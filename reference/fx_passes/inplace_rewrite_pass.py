@@ -32,6 +32,7 @@ import operator
 import torch
 from torch.fx import GraphModule, Node
 
+from reference.core.torch_compat import OpOverload
 from reference.fx_passes import _graph
 from reference.fx_passes.aliasing_pass import ALIAS_TAG
 from reference.fx_passes.base import FXPass, FXPassError
@@ -181,7 +182,7 @@ class InPlaceToOutOfPlacePass(FXPass):
             elif kwargs.get("inplace") is True:
                 kwargs["inplace"] = False
                 new = graph.call_function(node.target, args, kwargs)
-            elif isinstance(node.target, torch._ops.OpOverload):
+            elif isinstance(node.target, OpOverload):
                 packet = getattr(torch.ops.aten, node.target._schema.name.split("::")[1][:-1], None)
                 overload = getattr(packet, node.target._overloadname, None) if packet is not None else None
                 if overload is None:
@@ -209,7 +210,7 @@ class InPlaceToOutOfPlacePass(FXPass):
 def _op_name(node: Node) -> str:
     if node.op == "call_method":
         return str(node.target)
-    if isinstance(node.target, torch._ops.OpOverload):
+    if isinstance(node.target, OpOverload):
         return node.target._schema.name.split("::")[1]
     return getattr(node.target, "__name__", "")
 

@@ -1,4 +1,6 @@
-"""The two SPMD passes, last in the default order; their bodies live in ``reference/spmd/``.
+"""The two SPMD passes, last in the default order; the graph analysis they run lives in
+``reference/spmd/`` (:func:`~reference.spmd.collectives.annotate_replica_groups`,
+:func:`~reference.spmd.guards.check_rank_constants`).
 
 - ``CollectiveReplicaGroupsPass`` resolves every ``_c10d_functional`` collective's (per-rank)
   group name to the full mesh registered by ``NeuronGroupCoordinator`` and writes it to
@@ -16,7 +18,8 @@ from __future__ import annotations
 import torch
 
 from reference.fx_passes.base import FXPass
-from reference.spmd.passes import collective_replica_groups, rank_constant_check
+from reference.spmd.collectives import annotate_replica_groups
+from reference.spmd.guards import check_rank_constants
 
 
 class CollectiveReplicaGroupsPass(FXPass):
@@ -29,7 +32,8 @@ class CollectiveReplicaGroupsPass(FXPass):
         return "CollectiveReplicaGroupsPass"
 
     def run(self, gm: torch.fx.GraphModule, **kwargs) -> torch.fx.GraphModule:
-        return collective_replica_groups(gm, **kwargs)
+        annotate_replica_groups(gm)
+        return gm
 
 
 class RankConstantCheckPass(FXPass):
@@ -42,4 +46,5 @@ class RankConstantCheckPass(FXPass):
         return "RankConstantCheckPass"
 
     def run(self, gm: torch.fx.GraphModule, **kwargs) -> torch.fx.GraphModule:
-        return rank_constant_check(gm, **kwargs)
+        check_rank_constants(gm, graph_name=kwargs.get("graph_name", "<graph>"))
+        return gm

@@ -9,8 +9,8 @@ from __future__ import annotations
 import math
 
 import torch
-from torch._decomp import get_decompositions
 
+from reference.core.torch_compat import dispatch_has_kernel, get_decompositions
 from reference.lowering import sorting
 
 aten = torch.ops.aten
@@ -48,7 +48,7 @@ def library_lowerings() -> dict:
     """The entries of :data:`LIBRARY_LOWERINGS` whose op is registered in this process."""
     table = {}
     for (namespace, name, overload), fn in LIBRARY_LOWERINGS.items():
-        if torch._C._dispatch_has_kernel(f"{namespace}::{name}"):  # registered in this process
+        if dispatch_has_kernel(f"{namespace}::{name}"):  # registered in this process
             table[getattr(getattr(getattr(torch.ops, namespace), name), overload)] = fn
     return table
 

@@ -37,6 +37,7 @@ import torch
 
 from reference.cache.key import tool_versions
 from reference.core.errors import LoweringError
+from reference.core.torch_compat import FakeTensorMode, OpOverload, OpOverloadPacket, has_composite_implicit_kernel
 from reference.lowering.decompositions import extra_decompositions, library_lowerings
 from reference.lowering.optable import break_ops
 
@@ -56,20 +57,20 @@ class OpDecision:
     reason: str
 
 
-def qualified_name(op: torch._ops.OpOverload) -> str:
+def qualified_name(op: OpOverload) -> str:
     """``namespace::name`` for an op's default overload, ``namespace::name.overload`` otherwise."""
     name = op._schema.name
     return f"{name}.{op._overloadname}" if op._overloadname not in ("default", "") else name
 
 
-def namespace_of(op: torch._ops.OpOverload | torch._ops.OpOverloadPacket) -> str:
-    return op.namespace if isinstance(op, torch._ops.OpOverload) else op._qualified_op_name.split("::")[0]
+def namespace_of(op: OpOverload | OpOverloadPacket) -> str:
+    return op.namespace if isinstance(op, OpOverload) else op._qualified_op_name.split("::")[0]
 
 
-def has_composite_implicit(op: torch._ops.OpOverload) -> bool:
+def has_composite_implicit(op: OpOverload) -> bool:
     """Whether the dispatcher decomposes ``op`` itself (a ``CompositeImplicitAutograd`` kernel,
     registered in C++ or from Python)."""
-    return torch._C._dispatch_has_kernel_for_dispatch_key(op.name(), "CompositeImplicitAutograd")
+    return has_composite_implicit_kernel(op)
 
 
 def _signature(values: Sequence[Any]) -> tuple:
@@ -106,7 +107,7 @@ class OpDecisions:
             self._decided.clear()
             self.probes = 0
 
-    def decide(self, op: torch._ops.OpOverload, args: Sequence[Any], kwargs: dict[str, Any],
+    def decide(self, op: OpOverload, args: Sequence[Any], kwargs: dict[str, Any],
                *, inline_impl: Callable | None = None) -> OpDecision:
         """Whether ``op`` called with ``args``/``kwargs`` (fake tensors and Python values, as Dynamo
         traces them) lowers. ``inline_impl``: the implementation the FX passes inline for a kernel
@@ -148,7 +149,6 @@ class OpDecisions:
 def _probe(name: str, fn: Callable, args: Sequence[Any], kwargs: dict[str, Any]) -> str | None:
     """Trace ``fn(*args, **kwargs)`` to ATen ops and lower the graph; ``None`` when it lowers,
     else what stops it."""
-    from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.fx.experimental.proxy_tensor import make_fx
 
     from reference.lowering.stablehlo import decomposition_table, lower_to_stablehlo
@@ -182,7 +182,7 @@ def _probe(name: str, fn: Callable, args: Sequence[Any], kwargs: dict[str, Any])
     table = break_ops()
     for node in gm.graph.nodes:
         target = node.target
-        if node.op != "call_function" or not isinstance(target, torch._ops.OpOverload):
+        if node.op != "call_function" or not isinstance(target, OpOverload):
             continue
         ns = target.namespace
         if ns not in CORE_NAMESPACES:

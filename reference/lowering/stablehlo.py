@@ -19,6 +19,7 @@ import torch
 
 from reference.core.errors import LoweringError, UnsupportedInputError
 from reference.core.specs import LoweredGraph, TensorSpec
+from reference.core.torch_compat import core_aten_decompositions
 from reference.lowering.decompositions import extra_decompositions
 
 
@@ -35,7 +36,6 @@ def decomposition_table() -> dict:
     """The core ATen decompositions, torch-mlir's own table (SDPA, layer norm, ...), and the
     backend's (:mod:`reference.lowering.decompositions`: sort/topk with a defined tie order, ...).
     The same in every process: see :data:`CORE_NAMESPACES`."""
-    from torch._decomp import core_aten_decompositions
     from torch_mlir.extras.fx_decomp_util import get_decomposition_table
 
     if torch.distributed.is_available():

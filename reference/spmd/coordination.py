@@ -15,9 +15,12 @@ that was to compile it, when that rank's compile failed, when its heartbeat stop
 no synchronised clocks), or when ``NEURON_LIBTORCH_STORE_WAIT_TIMEOUT`` passes.
 
 The store carries, per key, under ``neuron/compile/<key>/``: ``claim`` (the compiling rank),
-``beat`` (a counter), ``artifact`` (the bytes), ``metadata`` (JSON), ``done`` (the digest) or
-``failed`` (the error). Values go through the store whole, so an artifact costs its size in the
-store's memory for the life of the job.
+``beat`` (a counter), ``artifact/<i>`` (the bytes, in chunks of at most :data:`CHUNK_BYTES`),
+``chunks`` (their number), ``metadata`` (JSON), ``done`` (the digest) or ``failed`` (the error,
+cut to :data:`MAX_ERROR_CHARS`). The artifact is chunked because torch's default store server
+(the libuv ``TCPStore`` backend) refuses any value over 8 MiB and drops the connection that sent
+it. The values stay in the store's memory for the life of the job: an artifact costs its size
+there.
 """
 
 from __future__ import annotations
@@ -31,6 +34,9 @@ from reference.core import env
 from reference.core.errors import NeuronBackendError
 
 PREFIX = "neuron/compile/"
+#: The largest value put on the store: half the libuv TCPStore server's 8 MiB limit per value.
+CHUNK_BYTES = 4 << 20
+MAX_ERROR_CHARS = 64 << 10
 HEARTBEAT_S = 1.0
 HEARTBEAT_TIMEOUT_S = 30.0
 
@@ -89,12 +95,15 @@ class StoreCoordinator:
         try:
             artifact, metadata = compile()
         except BaseException as exc:
-            self.store.set(self._k(key, "failed"), f"{type(exc).__name__}: {exc}")
+            self.store.set(self._k(key, "failed"), f"{type(exc).__name__}: {exc}"[:MAX_ERROR_CHARS])
             raise
         finally:
             stop.set()
             beater.join()
-        self.store.set(self._k(key, "artifact"), artifact)
+        chunks = range(0, max(1, len(artifact)), CHUNK_BYTES)
+        for i, at in enumerate(chunks):
+            self.store.set(self._k(key, f"artifact/{i}"), artifact[at:at + CHUNK_BYTES])
+        self.store.set(self._k(key, "chunks"), str(len(chunks)))
         self.store.set(self._k(key, "metadata"), metadata)
         self.store.set(self._k(key, "done"), hashlib.sha256(artifact).hexdigest())  # last: readers wait for it
         return artifact, metadata
@@ -120,7 +129,8 @@ class StoreCoordinator:
                     key, graph_name, owner, f"it did not finish within {self.timeout_s:g} s (NEURON_LIBTORCH_STORE_WAIT_TIMEOUT)"
                 )
             time.sleep(self.poll_s)
-        artifact = self.store.get(self._k(key, "artifact"))
+        chunks = int(self.store.get(self._k(key, "chunks")).decode())
+        artifact = b"".join(self.store.get(self._k(key, f"artifact/{i}")) for i in range(chunks))
         digest = self.store.get(done).decode()
         if hashlib.sha256(artifact).hexdigest() != digest:
             raise StoreCompileError(key, graph_name, owner, "the artifact fetched through the store does not match its digest")

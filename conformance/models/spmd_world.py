@@ -2,7 +2,7 @@
 launcher, or anything that sets torch.distributed's environment.
 
     torchrun --nnodes 2 --nproc-per-node 2 --rdzv-backend c10d --rdzv-endpoint HOST:PORT \\
-        -m conformance.harness.spmd_world --scenarios decoder_spmd,deferred_decoder --out results/
+        -m conformance.models.spmd_world --scenarios decoder_spmd,deferred_decoder --out results/
 
 Each rank reads ``RANK``, ``WORLD_SIZE``, ``MASTER_ADDR`` and ``MASTER_PORT`` (and, where set,
 ``LOCAL_RANK`` and ``GROUP_RANK``, its host's number) from the environment, joins one gloo group
@@ -25,6 +25,8 @@ import socket
 import sys
 from typing import Any, Sequence
 
+from conformance.harness.env import impl_spec, rank_variables
+
 #: What torch.distributed's ``env://`` initialisation reads; torchrun sets all of them.
 REQUIRED_ENV = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
 
@@ -36,13 +38,13 @@ class RankEnvironmentError(RuntimeError):
 def rank_environment(environ: dict[str, str] | None = None) -> dict[str, Any]:
     """``rank``, ``world``, ``master`` (``host:port``), ``local_rank`` and ``host`` (the node's
     number: ``GROUP_RANK``, 0 when unset) from the environment a launcher set."""
-    environ = dict(os.environ if environ is None else environ)
+    environ = dict(rank_variables() if environ is None else environ)
     missing = [name for name in REQUIRED_ENV if not environ.get(name)]
     if missing:
         raise RankEnvironmentError(
-            f"conformance.harness.spmd_world runs as one rank of a world, but {', '.join(missing)} "
+            f"conformance.models.spmd_world runs as one rank of a world, but {', '.join(missing)} "
             f"{'is' if len(missing) == 1 else 'are'} not set; start it with torchrun "
-            "(torchrun --nnodes N --nproc-per-node M --rdzv-backend c10d --rdzv-endpoint HOST:PORT -m conformance.harness.spmd_world ...) "
+            "(torchrun --nnodes N --nproc-per-node M --rdzv-backend c10d --rdzv-endpoint HOST:PORT -m conformance.models.spmd_world ...) "
             "or set RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT yourself"
         )
 
@@ -110,7 +112,7 @@ def run_on_hosts(
     command = [
         sys.executable, "-m", "torch.distributed.run", "--nnodes", str(len(hosts)), "--nproc-per-node", str(nproc),
         "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", f"conformance-{port}",
-        "--local-addr", "127.0.0.1", "--max-restarts", "0", "-m", "conformance.harness.spmd_world", "--scenarios", ",".join(scenarios),
+        "--local-addr", "127.0.0.1", "--max-restarts", "0", "-m", "conformance.models.spmd_world", "--scenarios", ",".join(scenarios),
     ] + (["--impl", impl_spec] if impl_spec else [])
     agents = []
     start = time.monotonic()
@@ -151,7 +153,7 @@ def _loopback_interface() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m conformance.harness.spmd_world", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m conformance.models.spmd_world", description=__doc__.split("\n\n")[0])
     parser.add_argument("--scenarios", required=True, help="comma-separated names from conformance/models/spmd_scenarios.py")
     parser.add_argument("--out", required=True, help="directory (on this host) for rank<RANK>.pt")
     parser.add_argument("--impl", default=None, help="package.module:factory (default: CONFORMANCE_IMPL or the reference)")
@@ -174,13 +176,13 @@ def main(argv: list[str] | None = None) -> int:
 
     dist.init_process_group("gloo", init_method="env://", timeout=datetime.timedelta(seconds=ns.timeout))
     try:
-        results: dict[str, Any] = _spmd_scenarios.run(ns.impl or os.environ.get("CONFORMANCE_IMPL"), names)
+        results: dict[str, Any] = _spmd_scenarios.run(ns.impl or impl_spec(), names)
         results["_rank"] = ranks  # what this rank read from its environment, for the caller to check
         path = result_path(ns.out, ranks["rank"])
         torch.save(results, path + ".tmp")
         os.replace(path + ".tmp", path)
         status = {name: results[name]["status"] for name in names}
-        print(f"conformance.harness.spmd_world: rank {ranks['rank']} of {ranks['world']} (host {ranks['host']}): {status}", flush=True)
+        print(f"conformance.models.spmd_world: rank {ranks['rank']} of {ranks['world']} (host {ranks['host']}): {status}", flush=True)
         dist.barrier()
     finally:
         dist.destroy_process_group()
