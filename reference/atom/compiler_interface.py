@@ -1,7 +1,7 @@
 """The compilers that compile one piece: the interface and its three adaptors.
 
 A compiler turns a piece (an FX graph plus example inputs) into a callable and a *handle*: a plain
-Python value (strings, ints, tuples, dicts of those) that :class:`~reference.atom.backends.
+Python value (strings, ints, tuples, dicts of those) that :class:`~reference.atom.vllm_backend.
 CompilerManager` writes into its map file and hands back to :meth:`CompilerInterface.load` in a
 later process. ``runtime_shape=None`` asks for one callable for every batch size (the example
 inputs carry a symbolic batch size); an int asks for a callable specialised to that size.
