@@ -83,7 +83,7 @@ def _once() -> dict:
     from reference.compiler.scope import scoped_compiler_args
     from reference.flows import parallel_trace
     from reference.runner import NeuronModelRunner
-    from reference.runner.compiler_args_ctx import with_optimization_level
+    from reference.runner.opt_level import with_optimization_level
 
     with tempfile.TemporaryDirectory(prefix="bench-parallel-compile-") as tmp:
         helpers = SimpleNamespace(

@@ -193,16 +193,20 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     impl = suite.impl()
     expected = suite.expectations()
     by_module = {m: c.name for c in CAPABILITIES.values() for m in c.modules}
+    # each accessor is asked once per session: the groups an adapter declares do not change
+    absent = missing_capabilities(impl, list(CAPABILITIES))
     for index, item in enumerate(ours):
         item.user_properties.append((ITEM_PROPERTY, test_id(item)))
         _support.setup_item(item, index)
         groups = [by_module[_module(item)]] if _module(item) in by_module else []
         for marker in item.iter_markers("capability"):
             groups.extend(marker.args)
-        missing = missing_capabilities(impl, groups)
+        unknown = [g for g in groups if g not in CAPABILITIES]
+        if unknown:
+            raise pytest.UsageError(f"{item.nodeid}: unknown capability group(s) {unknown}; known: {sorted(CAPABILITIES)}")
+        missing = {g: absent[g] for g in dict.fromkeys(groups) if g in absent}
         if missing:
-            reason = "; ".join(f"{CAPABILITIES[g].contract} (capability {g!r}: {', '.join(m)} not implemented)"
-                               for g, m in missing.items())
+            reason = "; ".join(f"{CAPABILITIES[g].contract} (capability {g!r}: {why})" for g, why in missing.items())
             item.add_marker(pytest.mark.skip(reason=f"not supported by {impl.name}: {reason}"))
             continue
         known = expected.reason_for(test_id(item))

@@ -19,9 +19,15 @@ memory. Crossing the boundary is zero-copy wherever that is safe:
   updates (optimizer steps, ``copy_``, writes through ``.data`` or NumPy views) are seen without
   any check; a copied one (float64, strided) is also remade when the tensor's version counter
   moves. Passing another tensor object, or the same one after ``.data`` was replaced, remakes it;
-- outputs come back through DLPack as tensors over the runtime's own buffers (no copy). An output
-  that shares memory with a caller's input (the compiler may return an input buffer, or a slice of
-  one, for an identity) is cloned, so no output writes through to an input or back.
+- outputs come back through DLPack as tensors over the runtime's own buffers (no copy). The
+  compiler may return an input buffer, or a slice of one, for an identity: which outputs do is
+  fixed by the program, so the first call (on private copies) finds those inputs too, and they
+  cross as copies from then on like the written ones: no output shares memory with a caller's
+  input, so none writes through to an input or back.
+
+**The call path** after the first call is one pass over the inputs (each position's way across,
+plain, resident or private copy, was settled by the first call), the invocation, and one pass over
+the outputs: no per-call checks beyond the resident buffers' freshness.
 
 **How a call runs** (:func:`choose_driver`): IREE's ``local-task`` driver spreads a call over worker
 threads, and the caller waits for them; ``local-sync`` runs it on the caller's thread. Handing a call
@@ -51,6 +57,7 @@ import torch
 from reference.core import env
 from reference.core.errors import NEFFExecutionError
 from reference.core.specs import TensorSpec
+from reference.core.torch_compat import tensor_from_dlpack_capsule
 
 DRIVERS = ("local-sync", "local-task")
 #: Above this many operations per call (about 0.5 ms of one core's arithmetic here) a call is
@@ -60,6 +67,11 @@ DRIVERS = ("local-sync", "local-task")
 SYNC_MAX_FLOPS = 1 << 25
 _ALIGN = 64  # IREE's CPU heap imports only 64-byte aligned memory
 _DLPACK_CPU = 1  # DLPack's kDLCPU device type
+# How an input crosses on a call after the first: imported in place, a resident buffer, or a
+# private copy (the program writes or returns it).
+_PLAIN, _RESIDENT, _WRITTEN = object(), object(), object()
+_to_dlpack = torch.utils.dlpack.to_dlpack
+_from_dlpack = tensor_from_dlpack_capsule
 
 
 def choose_driver(work: int | None) -> str:
@@ -139,7 +151,7 @@ def _importable(t: torch.Tensor) -> torch.Tensor:
 class _Resident:
     """The device buffer of one resident input, and what it was made from."""
 
-    __slots__ = ("source", "ptr", "version", "copied", "view", "span")
+    __slots__ = ("source", "ptr", "version", "copied", "view")
 
     def __init__(self, source: torch.Tensor, device) -> None:
         held = _importable(source)
@@ -148,7 +160,6 @@ class _Resident:
         self.copied = held is not source and held.data_ptr() != source.data_ptr()
         self.version = _version(source) if self.copied else None
         self.view = device.from_dlpack_capsule(torch.utils.dlpack.to_dlpack(held))
-        self.span = _span(held)
 
     def fresh_for(self, t: torch.Tensor) -> bool:
         if t is not self.source or t.data_ptr() != self.ptr:
@@ -207,6 +218,7 @@ class LoadedArtifact:
         ]
         self._n_in = len(self.input_specs) or None
         self._written: frozenset[int] | None = None  # inputs the program writes: known after the first call
+        self._kinds: tuple[object, ...] | None = None  # per input: _PLAIN, _RESIDENT or _WRITTEN, likewise
         self.driver = choose_driver(work)
         try:
             shared = _RUNTIME.device(self.driver)
@@ -234,35 +246,35 @@ class LoadedArtifact:
     def __call__(self, *args: torch.Tensor) -> list[torch.Tensor]:
         if self._n_in is not None and len(args) != self._n_in:
             raise NEFFExecutionError(f"expected {self._n_in} inputs, got {len(args)}", graph_name=self.graph_name)
-        if self._written is None:
+        kinds = self._kinds
+        if kinds is None:
             return self._first_call(args)
-        device = self._device
+        # The call path of every step: what each position is was settled by the first call
+        # (kinds), so a call is one pass over the inputs, the invocation, and one over the outputs.
         arg_list = self._list(len(args))
-        shared = []  # memory spans the caller (or a resident buffer) owns
+        push = arg_list.push_ref
+        to_view = self._device.from_dlpack_capsule
+        to_dlpack = _to_dlpack
         held = self._held
-        written = self._written
-        resident = self.resident
         try:
             for i, a in enumerate(args):
                 if not isinstance(a, torch.Tensor):
                     raise NEFFExecutionError(f"input {i} is a {type(a).__name__}, not a tensor", graph_name=self.graph_name)
-                if i in written:
-                    arg_list.push_ref(device.from_dlpack_capsule(torch.utils.dlpack.to_dlpack(_private(a))))
-                elif i in resident:
+                kind = kinds[i]
+                if kind is _PLAIN:
+                    push(to_view(to_dlpack(_importable(a))))
+                elif kind is _RESIDENT:
                     entry = held.get(i)
                     if entry is None or not entry.fresh_for(a):
-                        entry = held[i] = _Resident(a, device)
-                    arg_list.push_ref(entry.view)
-                    shared.append(entry.span)
-                else:
-                    t = _importable(a)
-                    arg_list.push_ref(device.from_dlpack_capsule(torch.utils.dlpack.to_dlpack(t)))
-                    shared.append(_span(t))
+                        entry = held[i] = _Resident(a, self._device)
+                    push(entry.view)
+                else:  # written or returned by the program: never the caller's memory
+                    push(to_view(to_dlpack(_private(a))))
         except NEFFExecutionError:
             raise
         except Exception as exc:
             raise NEFFExecutionError(f"input could not be passed to the runtime: {exc}", graph_name=self.graph_name) from exc
-        return self._outputs(self._invoke(arg_list), shared)
+        return self._outputs(self._invoke(arg_list))
 
     def _first_call(self, args: Sequence[torch.Tensor]) -> list[torch.Tensor]:
         """Run on private copies of every input and record which of them the program wrote or
@@ -278,11 +290,14 @@ class LoadedArtifact:
                 arg_list.push_ref(self._device.from_dlpack_capsule(torch.utils.dlpack.to_dlpack(c)))
         except Exception as exc:
             raise NEFFExecutionError(f"input could not be passed to the runtime: {exc}", graph_name=self.graph_name) from exc
-        outs = self._outputs(self._invoke(arg_list), ())
+        outs = self._outputs(self._invoke(arg_list))
         spans = [_span(c) for c in copies]
         returned = {i for o in outs if o.numel() for i, (lo, hi) in enumerate(spans) if lo <= o.data_ptr() < hi}
         changed = {i for i, (c, b) in enumerate(zip(copies, before)) if not _same(c, b)}
         self._written = frozenset(returned | changed)
+        self._kinds = tuple(
+            _WRITTEN if i in self._written else _RESIDENT if i in self.resident else _PLAIN for i in range(len(args))
+        )
         return outs
 
     def _invoke(self, arg_list):
@@ -293,18 +308,16 @@ class LoadedArtifact:
             raise NEFFExecutionError(f"execution failed: {exc}", graph_name=self.graph_name) from exc
         return ret_list
 
-    def _outputs(self, ret_list, shared: Sequence[tuple[int, int]]) -> list[torch.Tensor]:
-        outs = []
+    def _outputs(self, ret_list) -> list[torch.Tensor]:
         widen = self._widen
-        device = self._device
+        n_widen = len(widen)
+        to_capsule = self._device.create_dlpack_capsule
+        get = ret_list.get_as_object
+        view_type = self._view_type
+        outs = []
         for i in range(len(ret_list)):
-            view = ret_list.get_as_object(i, self._view_type)
-            t = torch.utils.dlpack.from_dlpack(device.create_dlpack_capsule(view, _DLPACK_CPU, 0))
-            if shared and t.numel():
-                ptr = t.data_ptr()
-                if any(lo <= ptr < hi for lo, hi in shared):
-                    t = t.clone()  # the runtime handed back (part of) the caller's memory
-            to = widen[i] if i < len(widen) else None
+            t = _from_dlpack(to_capsule(get(i, view_type), _DLPACK_CPU, 0))
+            to = widen[i] if i < n_widen else None
             if to is not None and t.dtype is not to:
                 t = t.to(to)
             outs.append(t)

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 import reference.atom as atom
-from reference.atom.backends import CACHE_FILE_NAME
+from reference.atom.vllm_backend import CACHE_FILE_NAME
 from reference.atom.counters import COUNTERS
 
 HIDDEN = 8
@@ -223,7 +223,7 @@ def test_the_cache_directory_changes_with_the_config_and_the_model_source(tmp_pa
     c = atom.VllmBackend(_config(tmp_path), compiler=EagerPieces())
     _run(c, Net(2), [5])
     assert len({a.hash_key, b.hash_key, c.hash_key}) == 3
-    assert os.path.abspath(__file__) in atom.backends.traced_files(_traced(Net(1))), "the model's source enters the hash"
+    assert os.path.abspath(__file__) in atom.vllm_backend.traced_files(_traced(Net(1))), "the model's source enters the hash"
 
 
 def _traced(model):

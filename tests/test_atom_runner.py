@@ -14,7 +14,7 @@ import torch
 
 import reference.atom as atom
 from conformance.models import atom_graph_model as G
-from reference.atom import backends as atom_backends
+from reference.atom import vllm_backend as atom_backends
 
 ATOL = 1e-5
 SIZES = (1, 2, 4)

@@ -1,7 +1,7 @@
 """The resolved compile request and the seams: configuration read once, one door per graph.
 
 Most tests compile for real (torch.compile, torch-mlir, IREE). Two spy on a neighbour without
-replacing it: they wrap the flag parser (to count parses) and the per-graph serve step (to see
+replacing it: they wrap the flag parser (to count parses) and the pipeline's serve step (to see
 which argument list a graph was served with), and call through.
 """
 
@@ -236,14 +236,16 @@ def test_the_lowering_tool_keys_what_the_neuron_seam_serves():
 def test_an_atom_piece_loads_with_the_list_in_its_handle(monkeypatch):
     from reference.atom.compiler_interface import ReferenceAdaptor
 
+    from reference import pipeline
+
     served: list[list[str]] = []
-    real = seam_mod.compile_aten_graph
+    real = pipeline.serve
 
-    def spying(aten_gm, **kwargs):
-        served.append(list(kwargs["compiler_args"]))
-        return real(aten_gm, **kwargs)
+    def spying(lowering, compiler_args, **kwargs):
+        served.append(list(compiler_args))
+        return real(lowering, compiler_args, **kwargs)
 
-    monkeypatch.setattr(seam_mod, "compile_aten_graph", spying)
+    monkeypatch.setattr(pipeline, "serve", spying)
 
     graph = torch.fx.symbolic_trace(lambda x: x * 5 - 1)
     other = torch.fx.symbolic_trace(lambda x: x * 7 + 2)

@@ -9,7 +9,7 @@ import pytest
 from reference.compiler.scope import apply_platform_compiler_args, apply_scoped_compiler_args, scoped_compiler_args
 from reference.core.errors import BackendOptionError, CompilerArgumentError
 from reference.core.schema import SCHEMA_VERSION, ArtifactMetadata, MetadataError
-from reference.runner.compiler_args_ctx import optimization_level, with_optimization_level
+from reference.runner.opt_level import optimization_level, with_optimization_level
 
 
 @pytest.mark.parametrize(

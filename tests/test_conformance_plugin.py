@@ -32,11 +32,21 @@ def _run(project: Path, *args: str, env: dict | None = None) -> subprocess.Compl
     return subprocess.run(cmd, cwd=project, env=full_env, capture_output=True, text=True, timeout=600)
 
 
+# In the fake adapters: a member of a capability group that raises NotSupported.
+_REFUSE = (
+    "def _refuse(why):\n"
+    "    def member(*args, **kwargs):\n"
+    "        raise NotSupported(why)\n"
+    "    return member\n"
+)
+
+
 def _adapter(project: Path, body: str) -> None:
     """``fakeimpl:make``: the reference's adapter named ``fake``, with ``body`` as extra methods."""
     head = (
         "from conformance import NotSupported\n"
         "from conformance.adapters.reference import ReferenceImplementation\n\n\n"
+        f"{_REFUSE}\n\n"
         "class Fake(ReferenceImplementation):\n"
         "    name = 'fake'\n\n"
         "    def snapshot_root(self):\n        return None\n\n"
@@ -78,8 +88,10 @@ def test_not_supported_skips_in_a_test_a_module_fixture_and_a_child_and_reports_
         def lower(self, model, args):
             raise NotSupported("fake lowers nothing")
 
-        def torch_compile(self, model, **kwargs):
-            raise NotSupported("fake compiles nothing")
+        def backend(self):  # adapter v2: a group's member is changed on the group's object
+            group = super().backend()
+            group.torch_compile = _refuse("fake compiles nothing")
+            return group
         """)
     args = [
         "--conformance-impl", "fakeimpl:make", "--pyargs",
@@ -112,8 +124,10 @@ def test_not_supported_skips_in_a_test_a_module_fixture_and_a_child_and_reports_
 
 def test_expectations_mark_known_failures_fail_unexpected_passes_and_report_stale_entries(tmp_path):
     _adapter(tmp_path, """
-        def with_optimization_level(self, args, level):
-            return list(args)  # broken on purpose: the level is never applied
+        def compiler_args(self):
+            group = super().compiler_args()
+            group.with_optimization_level = lambda args, level: list(args)  # broken on purpose: the level is never applied
+            return group
         """)
     module = "test_compiler_args_scope.py"
     (tmp_path / "expected.txt").write_text(
@@ -143,14 +157,10 @@ def test_expectations_mark_known_failures_fail_unexpected_passes_and_report_stal
 
 def test_snapshot_trees_of_two_implementations_coexist(tmp_path):
     _adapter(tmp_path, """
-        def fx_pass_identity(self, names):
-            raise NotSupported("fake")
-
-        def fx_passes_applied(self, *args, **kwargs):
-            raise NotSupported("fake")
-
-        def fx_graph_after_passes(self, *args, **kwargs):
-            raise NotSupported("fake")
+        def fx_passes(self):
+            group = super().fx_passes()
+            group.identity = group.passes_applied = group.graph_after_passes = _refuse("fake")
+            return group
 
         def compile(self, *args, **kwargs):
             raise NotSupported("fake")
@@ -178,8 +188,41 @@ def test_the_adapter_page_lists_every_capability_group():
     rows = {line.split("|")[1].strip().strip("`"): line for line in text.splitlines() if line.startswith("| `")}
     for cap in CAPABILITIES.values():
         assert cap.name in rows, f"docs/adapter.md has no row for capability {cap.name!r}"
-        for method in (*cap.required, *cap.optional):
-            assert f"`{method}`" in rows[cap.name], f"docs/adapter.md: {cap.name} row lacks {method}"
+        assert f"`{cap.kind.__name__}`" in rows[cap.name], f"docs/adapter.md: {cap.name} row lacks its type"
+        for member in (*cap.required, *cap.optional):
+            assert f"`{member}`" in rows[cap.name], f"docs/adapter.md: {cap.name} row lacks {member}"
+
+
+def test_the_atom_tests_use_only_the_members_of_the_atom_capability():
+    # The ATOM contract is what AtomCapability declares: no test or fixture reaches past it.
+    import ast
+
+    from conformance.harness.capabilities import AtomCapability, members
+
+    declared = set(members(AtomCapability)) | {"missing"}
+    used: dict[str, set[str]] = {}
+    for path in sorted((REPO / "conformance").rglob("*atom*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "atom":
+                used.setdefault(node.attr, set()).add(path.name)
+    assert len(used) >= 20, sorted(used)  # the scan sees the tests
+    beyond = {name: files for name, files in used.items() if name not in declared}
+    assert not beyond, f"ATOM tests use names AtomCapability does not declare: {beyond}"
+
+
+def test_a_capability_is_declared_by_its_accessor_and_typed():
+    from conformance.adapters.torch_builtin import aot_eager
+    from conformance.harness.implementation import missing_capabilities
+
+    impl = aot_eager()
+    absent = missing_capabilities(impl, list(CAPABILITIES))
+    assert sorted(absent) == ["atom", "cache", "capture", "compiler_args", "fx_passes", "spmd"], absent
+    assert absent["cache"] == "a compile cache (cache() not provided)"
+    impl.cache = lambda: {"env": {}}  # an untyped answer is the adapter's bug, named as such
+    with pytest.raises(TypeError, match=r"cache\(\) returned dict, not a conformance.harness.capabilities.CacheCapability"):
+        missing_capabilities(impl, ["cache"])
+    with pytest.raises(ValueError, match="unknown capability group 'caches'"):
+        missing_capabilities(impl, ["caches"])
 
 
 def _builtin_adapter(project: Path, body: str, name: str = "quiet") -> None:
@@ -189,6 +232,7 @@ def _builtin_adapter(project: Path, body: str, name: str = "quiet") -> None:
         "import contextlib\n"
         "from conformance import NotSupported\n"
         "from conformance.adapters.torch_builtin import TorchBuiltinImplementation\n\n\n"
+        f"{_REFUSE}\n\n"
         "class Fake(TorchBuiltinImplementation):\n"
         f"    def __init__(self):\n        super().__init__('aot_eager')\n        self.name = {name!r}\n\n"
         "    def expectations_file(self):\n        return None\n"
@@ -254,17 +298,11 @@ def test_a_reported_fallback_fails_the_test_and_a_support_row_never_reads_suppor
 def test_honest_answers_skip_with_the_reason(tmp_path):
     # Empty answers: no variables, no forced breaks, no debug artifacts, no declared matrix.
     _builtin_adapter(tmp_path, """
-        def forced_graph_breaks(self):
-            return {}
-
-        def environment_variables(self):
-            return {}
-
-        def debug_artifact_globs(self):
-            return {}
-
-        def expected_support(self):
-            return {}
+        def backend(self):
+            group = super().backend()
+            group.forced_graph_breaks = group.environment_variables = lambda: {}
+            group.debug_artifact_globs = group.expected_support = lambda: {}
+            return group
         """, name="empty")
     proc = _run(tmp_path, "--conformance-impl", "fakeimpl:make", "--pyargs", "conformance.tests.test_backend_support",
                 "-k", "sort_breaks or var_debug_dir or var_fallback or no_lowering")

@@ -151,7 +151,7 @@ def test_native_trace_jobs_go_through_the_deferred_flow(tmp_path, monkeypatch):
 
     from neuron_fixtures.policy import PolicyVLM
     from reference.compiler.scope import scoped_compiler_args
-    from reference.runner.compiler_args_ctx import with_optimization_level
+    from reference.runner.opt_level import with_optimization_level
     from reference.runner import NeuronModelRunner, NeuronWorker
 
     _isolated_caches(tmp_path, monkeypatch)

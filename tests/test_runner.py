@@ -10,7 +10,7 @@ import pytest
 from neuron_fixtures.policy import PolicyVLM, StringPolicyVLM
 from reference.compiler.scope import apply_scoped_compiler_args, scoped_compiler_args
 from reference.runner import CompilerArgsPolicyError, NeuronModelRunner, NeuronWorker, UnknownGraphTypeError
-from reference.runner.compiler_args_ctx import with_optimization_level
+from reference.runner.opt_level import with_optimization_level
 
 BASE = ["--model-type", "transformer"]
 # The reference's helpers, handed to the policy fixtures (they import no implementation).

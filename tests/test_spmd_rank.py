@@ -36,7 +36,7 @@ def test_runner_threads_the_rank_tensor_into_forward():
     """The runner passes this process's rank (0 here) as a tensor to a model whose forward takes
     ``rank``; the layer was built for rank 1, so the baked path (rank=None) would differ."""
     from neuron_fixtures.spmd import EmbedMoE
-    from reference.runner.model_runner import NeuronModelRunner
+    from reference.runner.model_loading import NeuronModelRunner
 
     torch._dynamo.reset()
     model = EmbedMoE(1, 2, None).eval()

@@ -375,6 +375,32 @@ def test_aot_autograd_its_names_metadata_and_counter():
     assert callable(tc.aot_autograd_backend(fw_compiler=fw_compiler))
 
 
+def test_aot_autograd_outside_dynamo_records_into_a_tracing_context_of_its_own():
+    seen = {}
+
+    def fw_compiler(gm, example_inputs):
+        seen["names"] = tc.aot_graph_names()
+        seen["facts"] = tc.aot_inference_facts()
+        return tc.make_boxed_func(gm.forward)
+
+    gm = torch.fx.symbolic_trace(lambda cache, x: (cache.add_(1), x * 2)[1:])
+    cache = torch.zeros(2)
+    assert tc.current_tracing_context() is None
+    with torch.no_grad(), tc.tracing_of_its_own():
+        run = tc.aot_module_simplified(gm, [cache, torch.ones(2)], fw_compiler=fw_compiler)
+    assert tc.current_tracing_context() is None
+    assert seen["names"] and seen["names"][0].endswith("_inference")
+    assert seen["facts"] == tc.AOTInferenceFacts(n_inputs=2, mutated_inputs=(0,), n_outputs=1, why_not=None)
+    with torch.no_grad():
+        assert torch.equal(run(cache, torch.ones(2))[0], torch.full((2,), 2.0)) and torch.equal(cache, torch.ones(2))
+
+
+def test_a_tensor_from_a_dlpack_capsule_shares_the_memory():
+    source = torch.arange(6, dtype=torch.float32)
+    t = tc.tensor_from_dlpack_capsule(torch.utils.dlpack.to_dlpack(source))
+    assert t.data_ptr() == source.data_ptr() and torch.equal(t, source)
+
+
 def test_the_inference_plans_facts_say_why_a_wrapper_does_more(monkeypatch):
     seen = []
 

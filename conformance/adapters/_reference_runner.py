@@ -6,9 +6,14 @@ from typing import Any
 
 import torch
 
+from conformance.harness.capabilities import CompilerArgsCapability, PolicyRunner
 
-class ReferencePolicyRunner:
-    def __init__(self, helpers, policy: str, mode: str, compiler_args, optimization_level) -> None:
+
+class ReferencePolicyRunner(PolicyRunner):
+    """``NeuronModelRunner`` loaded with a policy fixture model built on ``helpers`` (the
+    reference's compiler-args capability)."""
+
+    def __init__(self, helpers: CompilerArgsCapability, policy: str, mode: str, compiler_args, optimization_level) -> None:
         from neuron_fixtures.policy import build_policy_model
         from reference.runner import NeuronModelRunner, NeuronWorker
 

@@ -3,11 +3,22 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import torch
 
+from conformance.harness.capabilities import (
+    AtomCapability,
+    BackendCapability,
+    CacheCapability,
+    CaptureCapability,
+    CompilerArgsCapability,
+    FxPassesCapability,
+    HelperApi,
+    SpmdCapability,
+)
 from conformance.harness.evidence import Evidence, observe_dynamo
 from conformance.harness.implementation import Implementation
 from conformance.harness.precision import Precision
@@ -78,6 +89,338 @@ SEED_SUPPORT: dict[str, dict[str, str]] = {
 }
 
 
+class _Backend(BackendCapability):
+    """The ``neuron`` backend's contract: parameters, graph counting, breaks, variables, helpers."""
+
+    def names(self) -> dict[str, str]:
+        return {"compile": "neuron", "capture": "neuron_libtorch_graph_capture", "native": "neuron_native_lite"}
+
+    def torch_compile(self, model: Callable, **kwargs: Any) -> Callable:
+        return torch.compile(model, backend="neuron", **kwargs)
+
+    def reset_graph_count(self) -> None:
+        from reference import reset_dynamo_metrics
+
+        reset_dynamo_metrics()
+
+    def graph_count(self) -> int:
+        from reference import get_dynamo_metrics
+
+        return len(get_dynamo_metrics())
+
+    def forced_graph_breaks(self) -> Mapping[str, Any]:
+        from reference.backends import graph_breaks
+
+        return {
+            "gb_type": graph_breaks.GB_TYPE,
+            "sort": graph_breaks.THRESHOLDS.get("sort"),
+            "topk": graph_breaks.THRESHOLDS.get("topk"),
+            "no_lowering": dict(graph_breaks.break_ops()),
+        }
+
+    def set_graph_break_thresholds(self, **thresholds):
+        from reference import set_graph_break_thresholds
+        from reference.backends.graph_breaks import DEFAULT_THRESHOLDS
+
+        set_graph_break_thresholds(**{k: DEFAULT_THRESHOLDS.get(k, v) if v is None else v for k, v in thresholds.items()})
+
+    def environment_variables(self) -> Mapping[str, Any]:
+        from reference.core import env
+
+        return {name: env.documented_default(name) for name in env.declared()}
+
+    def debug_artifact_globs(self) -> Mapping[str, str]:
+        return {"fx_graph": "*/fx_graph.py", "stablehlo": "*/stablehlo.mlir", "artifact": "*/artifact.vmfb"}
+
+    def unsupported_compiler_apis(self) -> Mapping[str, str]:
+        return {
+            "cudagraph_mark_step_begin": "the reference runs no CUDA graphs, so there is no step to mark; "
+            "the call does nothing for this backend",
+        }
+
+    def helper_api(self) -> HelperApi:
+        import reference
+
+        return HelperApi(**{f.name: getattr(reference, f.name, None) for f in dataclasses.fields(HelperApi)})
+
+    def expected_support(self) -> Mapping[str, Mapping[str, str]]:
+        return SEED_SUPPORT
+
+
+class _FxPasses(FxPassesCapability):
+    """The reference's default FX pass pipeline."""
+
+    def pass_names(self) -> list[str]:
+        from reference.fx_passes import get_default_pass_manager
+
+        return get_default_pass_manager().pass_names()
+
+    def identity(self, names: Sequence[str]) -> str:
+        from reference.fx_passes import FXPassManager, get_default_pass_manager
+
+        by_name = {p.name: p for p in get_default_pass_manager().passes}
+        unknown = [n for n in names if n not in by_name]
+        if unknown:
+            raise ValueError(f"unknown FX passes {unknown}; known: {sorted(by_name)}")
+        manager = FXPassManager()
+        for n in names:
+            manager.add_pass(by_name[n])
+        return manager.uuid()
+
+    def passes_applied(self, model: Callable, args: Sequence[Any], options: Mapping[str, Any] | None = None) -> list[str]:
+        import logging
+
+        from reference.flows.tools import lower_graphs
+
+        ran: list[str] = []
+
+        class _Collect(logging.Handler):
+            def emit(self, record: logging.LogRecord) -> None:
+                if isinstance(record.msg, str) and record.msg.startswith("FX pass %r") and record.args:
+                    ran.append(str(record.args[0]))
+
+        logger = logging.getLogger("reference.fx_passes")
+        handler, level = _Collect(logging.DEBUG), logger.level
+        logger.addHandler(handler)
+        logger.setLevel(logging.DEBUG)
+        try:
+            lower_graphs(model, tuple(args), options=options)
+        finally:
+            logger.removeHandler(handler)
+            logger.setLevel(level)
+        return ran
+
+    def graph_after_passes(self, model: Callable, args: Sequence[Any]) -> list[str]:
+        from reference.fx_passes import get_default_pass_manager
+
+        texts: list[str] = []
+
+        def backend(gm, example_inputs, **_):
+            gm = get_default_pass_manager().run_passes(gm, graph_name=f"graph_{len(texts)}", target_device="cpu")
+            texts.append(gm.code.strip() + "\n")
+            return gm.forward
+
+        torch._dynamo.reset()
+        try:
+            torch.compile(model, backend=backend, dynamic=False)(*args)
+        finally:
+            torch._dynamo.reset()
+        return texts
+
+
+class _Cache(CacheCapability):
+    """The NEFF cache (``root/neff``, ``root/local``) and the HLO cache (``root/hlo``)."""
+
+    def hash(self, hlo, compiler_args, input_specs, *, versions=None, replica_groups=None, breakdown=False):
+        from reference.cache.key import create_cache_hash
+        from reference.compiler.driver import host_identity
+
+        if versions is not None and "host" not in versions:
+            # the caller's versions are versions() (tool versions); the key also holds the host the
+            # artifact is built for, a machine fact that versions() leaves to machine()
+            versions = {**versions, "host": host_identity()}
+        return create_cache_hash(
+            hlo, compiler_args, input_specs, versions, replica_groups=replica_groups, breakdown=breakdown
+        )
+
+    def env(self, root, *, lock_timeout_s=None, disable=False, assert_hit=False, neff_dir=None, secret=None):
+        import os
+
+        out = {
+            "TORCH_NEURONX_NEFF_CACHE_DIR": neff_dir or os.path.join(root, "neff"),
+            "TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR": os.path.join(root, "local"),
+            "TORCH_NEURONX_HLO_CACHE_DIR": os.path.join(root, "hlo"),
+            "TORCH_NEURONX_NEFF_DISABLE_CACHE": "1" if disable else "0",
+            "NEURON_LIBTORCH_ASSERT_CACHE_HIT": "1" if assert_hit else "0",
+        }
+        if lock_timeout_s is not None:
+            out["TORCH_NEURONX_NEFF_CACHE_LOCK_TIMEOUT"] = str(int(lock_timeout_s))
+        if secret is not None:
+            out["TORCH_NEURONX_CACHE_HMAC_KEY"] = secret
+        return out
+
+    def plant_entry(self, root, key, artifact):
+        import hashlib
+        import os
+
+        from reference.cache.neff_cache import ARTIFACT_FILE, METADATA_FILE, _metadata_checksum
+        from reference.core.schema import ArtifactMetadata
+
+        folder = self._neff_cache(root).entry_dir(key)
+        with open(os.path.join(folder, METADATA_FILE), encoding="utf-8") as fh:
+            meta = ArtifactMetadata.from_json(fh.read())
+        meta.artifact_size = len(artifact)
+        meta.artifact_sha256 = hashlib.sha256(artifact).hexdigest()
+        meta.extra.pop("metadata_sha256", None)
+        meta.extra["metadata_sha256"] = _metadata_checksum(meta)
+        with open(os.path.join(folder, ARTIFACT_FILE), "wb") as fh:
+            fh.write(artifact)
+        with open(os.path.join(folder, METADATA_FILE), "w", encoding="utf-8") as fh:
+            fh.write(meta.to_json())
+
+    def compiler_invocations(self) -> int:
+        from reference.core.metrics import METRICS
+
+        return METRICS.counters().get("compiler_invocations", 0)
+
+    def _neff_cache(self, root):
+        import os
+
+        from reference.cache.neff_cache import NeffCache
+
+        return NeffCache(os.path.join(root, "neff"), os.path.join(root, "local"), hmac_key=None)
+
+    def keys(self, root):
+        return self._neff_cache(root).keys()
+
+    def entry_files(self, root, key):
+        import os
+
+        from reference.cache.neff_cache import ARTIFACT_FILE, METADATA_FILE
+
+        d = self._neff_cache(root).entry_dir(key)
+        return [os.path.join(d, ARTIFACT_FILE), os.path.join(d, METADATA_FILE)]
+
+    def scratch(self, root):
+        from reference.cache.neff_cache import _pid_alive
+
+        out = []
+        for path in self._neff_cache(root).scratch_dirs():
+            parts = path.rsplit("-", 2)
+            pid = parts[-2] if len(parts) == 3 else ""
+            if not (pid.isdigit() and _pid_alive(int(pid))):
+                out.append(path)
+        return out
+
+    def compiles_in_progress(self, root):
+        from reference.cache.neff_cache import _pid_alive
+
+        notes = self._neff_cache(root).holders()
+        return [n for n in notes if isinstance(n.get("pid"), int) and _pid_alive(n["pid"])]
+
+    def lowerings(self) -> int:
+        from reference.core.metrics import METRICS
+
+        return METRICS.counters().get("lowerings", 0)
+
+
+class _CompilerArgs(CompilerArgsCapability):
+    """The scope (``reference.compiler.scope``), the level helper and the model runner's policy."""
+
+    def scoped_compiler_args(self, compiler_args):
+        from reference.compiler.scope import scoped_compiler_args
+
+        return scoped_compiler_args(compiler_args)
+
+    def apply_scoped_compiler_args(self, options):
+        from reference.compiler.scope import apply_scoped_compiler_args
+
+        return apply_scoped_compiler_args(options)
+
+    def with_optimization_level(self, args, level):
+        from reference.runner import with_optimization_level
+
+        return with_optimization_level(args, level)
+
+    def policy_runner(self, *, policy="default", mode="compile", compiler_args=None, optimization_level=None):
+        from conformance.adapters._reference_runner import ReferencePolicyRunner
+
+        return ReferencePolicyRunner(self, policy, mode, compiler_args, optimization_level)
+
+
+class _Capture(CaptureCapability):
+    """The capture seam (``neuron_libtorch_graph_capture``), ``parallel_trace`` and ``parallel_compile``."""
+
+    def parallel_trace(self, jobs, *, cache_dir, workers=2, timeout=None):
+        from reference.flows import parallel_trace
+
+        results = parallel_trace(jobs, cache_dir=cache_dir, workers=workers, timeout=timeout or 1800, raise_on_error=False)
+        return [
+            {
+                "ok": r.ok,
+                "identity": r.identity,
+                "error": None if r.ok else f"{r.error_type}: {r.error}",
+                "captured": [
+                    {"cache_key": c["key"], "graph_name": c["graph_name"], "compiler_args": c["compiler_args"]}
+                    for c in r.captured
+                ],
+            }
+            for r in results
+        ]
+
+    def capture_in_process(self, model, *, cache_dir):
+        from reference.backends.capture import capture_to
+
+        compiled = torch.compile(model, backend="neuron_libtorch_graph_capture", dynamic=False)
+
+        def run(*args, **kwargs):
+            with capture_to(cache_dir):
+                return compiled(*args, **kwargs)
+
+        return run
+
+    def parallel_compile(self, cache_dir, *, workers=2, base_compiler_args=None):
+        from reference.flows import parallel_compile
+
+        report = parallel_compile(cache_dir, workers=workers, base_compiler_args=base_compiler_args, raise_on_error=False)
+        return [g.as_dict() for g in report.graphs]
+
+    def staged_metadata(self, cache_dir):
+        import dataclasses
+
+        from reference.backends.capture import read_staged
+
+        return [dataclasses.asdict(e.metadata) for e in read_staged(cache_dir)]
+
+    def legacy_capture_dir(self, dest):
+        import shutil
+        from pathlib import Path
+
+        import neuron_fixtures
+
+        src = Path(neuron_fixtures.__file__).parent / "legacy_capture"
+        shutil.copytree(src, dest, dirs_exist_ok=True)
+        return str(dest)
+
+
+class _Spmd(SpmdCapability):
+    """The runtime rank, the mesh registry (``NeuronGroupCoordinator``) and the guard rails."""
+
+    def rank_tensor(self, rank: int):
+        from reference.spmd import rank_tensor
+
+        return rank_tensor(rank)
+
+    def process_group(self, replica_groups):
+        from reference.spmd import NeuronGroupCoordinator
+
+        return NeuronGroupCoordinator(replica_groups).group
+
+    def lower(self, model, args, kwargs=None):
+        from reference.flows.tools import lower_texts
+
+        return lower_texts(model, tuple(args), dict(kwargs or {}))
+
+    def compile_stats(self):
+        from reference.core.metrics import METRICS
+
+        return {
+            "graphs": {m.graph_name: m.graph_id for m in METRICS.records()},
+            "compiler_invocations": METRICS.counters().get("compiler_invocations", 0),
+        }
+
+    def check_single_artifact(self, staged, *, strict=None):
+        from reference.spmd.guards import check_single_artifact
+
+        return check_single_artifact(staged, strict=strict)
+
+    def violation_errors(self):
+        from reference.spmd.errors import SPMDViolationError
+
+        return (SPMDViolationError,)
+
+
+
 class ReferenceImplementation(Implementation):
     name = "reference"
 
@@ -86,14 +429,14 @@ class ReferenceImplementation(Implementation):
 
         self._compile_times: list[tuple[str, float]] = []
         METRICS.add_listener(self._on_graph)
+        self._backend, self._fx_passes, self._cache = _Backend(), _FxPasses(), _Cache()
+        self._compiler_args, self._capture, self._spmd = _CompilerArgs(), _Capture(), _Spmd()
+        self._atom: AtomCapability | None = None
 
     def _on_graph(self, m) -> None:
         self._compile_times.append((m.graph_name, m.torch_neuronx_compile_us / 1e6))
 
     # --- reporting --------------------------------------------------------------------------------
-    def expected_support(self) -> Mapping[str, Mapping[str, str]]:
-        return SEED_SUPPORT
-
     def precision(self) -> Precision:
         return PRECISION
 
@@ -142,9 +485,6 @@ class ReferenceImplementation(Implementation):
 
         return {**super().machine(), "host": host_identity()}
 
-    def backend_names(self) -> dict[str, str]:
-        return {"compile": "neuron", "capture": "neuron_libtorch_graph_capture", "native": "neuron_native_lite"}
-
     def compile(
         self,
         model: Callable,
@@ -163,317 +503,31 @@ class ReferenceImplementation(Implementation):
 
         return [g.hlo for g in lower_graphs(model, tuple(args))]
 
-    # --- FX passes -------------------------------------------------------------------
-    def fx_pass_names(self) -> list[str]:
-        from reference.fx_passes import get_default_pass_manager
+    # --- the capability groups: the reference provides every one -------------------------------
+    def backend(self) -> BackendCapability:
+        return self._backend
 
-        return get_default_pass_manager().pass_names()
+    def fx_passes(self) -> FxPassesCapability:
+        return self._fx_passes
 
-    def fx_pass_identity(self, names: Sequence[str]) -> str:
-        from reference.fx_passes import FXPassManager, get_default_pass_manager
+    def cache(self) -> CacheCapability:
+        return self._cache
 
-        by_name = {p.name: p for p in get_default_pass_manager().passes}
-        unknown = [n for n in names if n not in by_name]
-        if unknown:
-            raise ValueError(f"unknown FX passes {unknown}; known: {sorted(by_name)}")
-        manager = FXPassManager()
-        for n in names:
-            manager.add_pass(by_name[n])
-        return manager.uuid()
+    def compiler_args(self) -> CompilerArgsCapability:
+        return self._compiler_args
 
-    def fx_passes_applied(self, model: Callable, args: Sequence[Any], options: Mapping[str, Any] | None = None) -> list[str]:
-        import logging
+    def capture(self) -> CaptureCapability:
+        return self._capture
 
-        from reference.flows.tools import lower_graphs
+    def spmd(self) -> SpmdCapability:
+        return self._spmd
 
-        ran: list[str] = []
+    def atom(self) -> AtomCapability:
+        if self._atom is None:
+            import reference.atom
 
-        class _Collect(logging.Handler):
-            def emit(self, record: logging.LogRecord) -> None:
-                if isinstance(record.msg, str) and record.msg.startswith("FX pass %r") and record.args:
-                    ran.append(str(record.args[0]))
-
-        logger = logging.getLogger("reference.fx_passes")
-        handler, level = _Collect(logging.DEBUG), logger.level
-        logger.addHandler(handler)
-        logger.setLevel(logging.DEBUG)
-        try:
-            lower_graphs(model, tuple(args), options=options)
-        finally:
-            logger.removeHandler(handler)
-            logger.setLevel(level)
-        return ran
-
-    def fx_graph_after_passes(self, model: Callable, args: Sequence[Any]) -> list[str]:
-        from reference.fx_passes import get_default_pass_manager
-
-        texts: list[str] = []
-
-        def backend(gm, example_inputs, **_):
-            gm = get_default_pass_manager().run_passes(gm, graph_name=f"graph_{len(texts)}", target_device="cpu")
-            texts.append(gm.code.strip() + "\n")
-            return gm.forward
-
-        torch._dynamo.reset()
-        try:
-            torch.compile(model, backend=backend, dynamic=False)(*args)
-        finally:
-            torch._dynamo.reset()
-        return texts
-
-    # --- backend contract: parameters, graph breaks, variables, metrics ---------------
-    def torch_compile(self, model: Callable, **kwargs: Any) -> Callable:
-        return torch.compile(model, backend="neuron", **kwargs)
-
-    def reset_graph_count(self) -> None:
-        from reference import reset_dynamo_metrics
-
-        reset_dynamo_metrics()
-
-    def graph_count(self) -> int:
-        from reference import get_dynamo_metrics
-
-        return len(get_dynamo_metrics())
-
-    def forced_graph_breaks(self) -> Mapping[str, Any]:
-        from reference.backends import graph_breaks
-
-        return {
-            "gb_type": graph_breaks.GB_TYPE,
-            "sort": graph_breaks.THRESHOLDS.get("sort"),
-            "topk": graph_breaks.THRESHOLDS.get("topk"),
-            "no_lowering": dict(graph_breaks.break_ops()),
-        }
-
-    def set_graph_break_thresholds(self, **thresholds):
-        from reference import set_graph_break_thresholds
-        from reference.backends.graph_breaks import DEFAULT_THRESHOLDS
-
-        set_graph_break_thresholds(**{k: DEFAULT_THRESHOLDS.get(k, v) if v is None else v for k, v in thresholds.items()})
-
-    def environment_variables(self) -> Mapping[str, Any]:
-        from reference.core import env
-
-        return {name: env.documented_default(name) for name in env.declared()}
-
-    def helper_api(self) -> Any:
-        import reference
-
-        return reference
-
-    def debug_artifact_globs(self) -> Mapping[str, str]:
-        return {"fx_graph": "*/fx_graph.py", "stablehlo": "*/stablehlo.mlir", "artifact": "*/artifact.vmfb"}
-
-    def unsupported_compiler_apis(self) -> Mapping[str, str]:
-        return {
-            "cudagraph_mark_step_begin": "the reference runs no CUDA graphs, so there is no step to mark; "
-            "the call does nothing for this backend",
-        }
-
-    # --- compile caches -----------------------------------------------------------------
-    def cache_hash(self, hlo, compiler_args, input_specs, *, versions=None, replica_groups=None, breakdown=False):
-        from reference.cache.key import create_cache_hash
-        from reference.compiler.driver import host_identity
-
-        if versions is not None and "host" not in versions:
-            # the caller's versions are versions() (tool versions); the key also holds the host the
-            # artifact is built for, a machine fact that versions() leaves to machine()
-            versions = {**versions, "host": host_identity()}
-        return create_cache_hash(
-            hlo, compiler_args, input_specs, versions, replica_groups=replica_groups, breakdown=breakdown
-        )
-
-    def cache_env(self, root, *, lock_timeout_s=None, disable=False, assert_hit=False, neff_dir=None, secret=None):
-        import os
-
-        out = {
-            "TORCH_NEURONX_NEFF_CACHE_DIR": neff_dir or os.path.join(root, "neff"),
-            "TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR": os.path.join(root, "local"),
-            "TORCH_NEURONX_HLO_CACHE_DIR": os.path.join(root, "hlo"),
-            "TORCH_NEURONX_NEFF_DISABLE_CACHE": "1" if disable else "0",
-            "NEURON_LIBTORCH_ASSERT_CACHE_HIT": "1" if assert_hit else "0",
-        }
-        if lock_timeout_s is not None:
-            out["TORCH_NEURONX_NEFF_CACHE_LOCK_TIMEOUT"] = str(int(lock_timeout_s))
-        if secret is not None:
-            out["TORCH_NEURONX_CACHE_HMAC_KEY"] = secret
-        return out
-
-    def plant_cache_entry(self, root, key, artifact):
-        import hashlib
-        import os
-
-        from reference.cache.neff_cache import ARTIFACT_FILE, METADATA_FILE, _metadata_checksum
-        from reference.core.schema import ArtifactMetadata
-
-        folder = self._neff_cache(root).entry_dir(key)
-        with open(os.path.join(folder, METADATA_FILE), encoding="utf-8") as fh:
-            meta = ArtifactMetadata.from_json(fh.read())
-        meta.artifact_size = len(artifact)
-        meta.artifact_sha256 = hashlib.sha256(artifact).hexdigest()
-        meta.extra.pop("metadata_sha256", None)
-        meta.extra["metadata_sha256"] = _metadata_checksum(meta)
-        with open(os.path.join(folder, ARTIFACT_FILE), "wb") as fh:
-            fh.write(artifact)
-        with open(os.path.join(folder, METADATA_FILE), "w", encoding="utf-8") as fh:
-            fh.write(meta.to_json())
-
-    def compiler_invocations(self) -> int:
-        from reference.core.metrics import METRICS
-
-        return METRICS.counters().get("compiler_invocations", 0)
-
-    def _neff_cache(self, root):
-        import os
-
-        from reference.cache.neff_cache import NeffCache
-
-        return NeffCache(os.path.join(root, "neff"), os.path.join(root, "local"), hmac_key=None)
-
-    def cache_keys(self, root):
-        return self._neff_cache(root).keys()
-
-    def cache_entry_files(self, root, key):
-        import os
-
-        from reference.cache.neff_cache import ARTIFACT_FILE, METADATA_FILE
-
-        d = self._neff_cache(root).entry_dir(key)
-        return [os.path.join(d, ARTIFACT_FILE), os.path.join(d, METADATA_FILE)]
-
-    def cache_scratch(self, root):
-        from reference.cache.neff_cache import _pid_alive
-
-        out = []
-        for path in self._neff_cache(root).scratch_dirs():
-            parts = path.rsplit("-", 2)
-            pid = parts[-2] if len(parts) == 3 else ""
-            if not (pid.isdigit() and _pid_alive(int(pid))):
-                out.append(path)
-        return out
-
-    def compiles_in_progress(self, root):
-        from reference.cache.neff_cache import _pid_alive
-
-        notes = self._neff_cache(root).holders()
-        return [n for n in notes if isinstance(n.get("pid"), int) and _pid_alive(n["pid"])]
-
-    def lowerings(self) -> int:
-        from reference.core.metrics import METRICS
-
-        return METRICS.counters().get("lowerings", 0)
-
-    # --- per-graph compiler arguments and the compile flows ---------------------------
-    def scoped_compiler_args(self, compiler_args):
-        from reference.compiler.scope import scoped_compiler_args
-
-        return scoped_compiler_args(compiler_args)
-
-    def apply_scoped_compiler_args(self, options):
-        from reference.compiler.scope import apply_scoped_compiler_args
-
-        return apply_scoped_compiler_args(options)
-
-    def with_optimization_level(self, args, level):
-        from reference.runner import with_optimization_level
-
-        return with_optimization_level(args, level)
-
-    def policy_runner(self, *, policy="default", mode="compile", compiler_args=None, optimization_level=None):
-        from conformance.adapters._reference_runner import ReferencePolicyRunner
-
-        return ReferencePolicyRunner(self, policy, mode, compiler_args, optimization_level)
-
-    def parallel_trace(self, jobs, *, cache_dir, workers=2, timeout=None):
-        from reference.flows import parallel_trace
-
-        results = parallel_trace(jobs, cache_dir=cache_dir, workers=workers, timeout=timeout or 1800, raise_on_error=False)
-        return [
-            {
-                "ok": r.ok,
-                "identity": r.identity,
-                "error": None if r.ok else f"{r.error_type}: {r.error}",
-                "captured": [
-                    {"cache_key": c["key"], "graph_name": c["graph_name"], "compiler_args": c["compiler_args"]}
-                    for c in r.captured
-                ],
-            }
-            for r in results
-        ]
-
-    def capture(self, model, *, cache_dir):
-        from reference.backends.capture import capture_to
-
-        compiled = torch.compile(model, backend="neuron_libtorch_graph_capture", dynamic=False)
-
-        def run(*args, **kwargs):
-            with capture_to(cache_dir):
-                return compiled(*args, **kwargs)
-
-        return run
-
-    def parallel_compile(self, cache_dir, *, workers=2, base_compiler_args=None):
-        from reference.flows import parallel_compile
-
-        report = parallel_compile(cache_dir, workers=workers, base_compiler_args=base_compiler_args, raise_on_error=False)
-        return [g.as_dict() for g in report.graphs]
-
-    def staged_metadata(self, cache_dir):
-        import dataclasses
-
-        from reference.backends.capture import read_staged
-
-        return [dataclasses.asdict(e.metadata) for e in read_staged(cache_dir)]
-
-    def legacy_capture_dir(self, dest):
-        import shutil
-        from pathlib import Path
-
-        import neuron_fixtures
-
-        src = Path(neuron_fixtures.__file__).parent / "legacy_capture"
-        shutil.copytree(src, dest, dirs_exist_ok=True)
-        return str(dest)
-
-    # --- SPMD ---------------------------------------------------------------------------
-    def spmd_rank_tensor(self, rank: int):
-        from reference.spmd import rank_tensor
-
-        return rank_tensor(rank)
-
-    def spmd_process_group(self, replica_groups):
-        from reference.spmd import NeuronGroupCoordinator
-
-        return NeuronGroupCoordinator(replica_groups).group
-
-    def spmd_lower(self, model, args, kwargs=None):
-        from reference.flows.tools import lower_texts
-
-        return lower_texts(model, tuple(args), dict(kwargs or {}))
-
-    def spmd_compile_stats(self):
-        from reference.core.metrics import METRICS
-
-        return {
-            "graphs": {m.graph_name: m.graph_id for m in METRICS.records()},
-            "compiler_invocations": METRICS.counters().get("compiler_invocations", 0),
-        }
-
-    def check_single_artifact(self, staged, *, strict=None):
-        from reference.spmd.guards import check_single_artifact
-
-        return check_single_artifact(staged, strict=strict)
-
-    def spmd_violation_errors(self):
-        from reference.spmd.errors import SPMDViolationError
-
-        return (SPMDViolationError,)
-
-
-    def atom(self):
-        import reference.atom
-
-        return reference.atom
+            self._atom = AtomCapability.from_namespace(reference.atom)
+        return self._atom
 
 
 def make() -> ReferenceImplementation:

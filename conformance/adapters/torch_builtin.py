@@ -23,6 +23,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import torch
 
+from conformance.harness.capabilities import BackendCapability, HelperApi
 from conformance.harness.implementation import Implementation, NotSupported
 
 _PACKAGE = Path(__file__).resolve().parent.parent
@@ -59,55 +60,17 @@ _DIFFERENCES = {
 }
 
 
-class TorchBuiltinImplementation(Implementation):
+class BuiltinBackend(BackendCapability):
+    """The backend contract of one of torch's own backends: compiling through ``torch.compile``,
+    graphs counted with Dynamo's ``unique_graphs``; the Neuron-specific members are absent."""
+
     def __init__(self, backend: str) -> None:
         self.backend = backend
-        self.name = backend
         self._base = 0
 
-    def versions(self) -> dict[str, str]:
-        return {"torch": torch.__version__}
-
-    # --- reporting --------------------------------------------------------------------------------
-    def expected_support(self) -> Mapping[str, Mapping[str, str]]:
-        diff = _DIFFERENCES.get(self.backend, {})
-        matrix = {
-            "parameters": {p: diff.get(("parameters", p), "Supported") for p in _PARAMETERS},
-            "apis": {a: diff.get(("apis", a), "Supported") for a in _APIS},
-        }
-        matrix.update({table: dict.fromkeys(rows, "Unsupported") for table, rows in _NEURON_ONLY.items()})
-        return matrix
-
-    def expectations_file(self) -> str | None:
-        path = _PACKAGE / "expected" / f"{self.backend}.txt"
-        return str(path) if path.is_file() else None
-
-    def snapshot_root(self) -> str | None:
-        return str(_PACKAGE / "goldens")
-
-    def backend_names(self) -> dict[str, str]:
+    def names(self) -> dict[str, str]:
         return {"compile": self.backend}
 
-    def compile(
-        self,
-        model: Callable,
-        *,
-        options: Mapping[str, Any] | None = None,
-        fullgraph: bool = False,
-        dynamic: bool | None = False,
-        mode: str | None = None,
-    ) -> Callable:
-        kwargs: dict[str, Any] = {"fullgraph": fullgraph, "dynamic": dynamic}
-        if options:
-            kwargs["options"] = dict(options)
-        if mode:
-            kwargs["mode"] = mode
-        return torch.compile(model, backend=self.backend, **kwargs)
-
-    def lower(self, model: Callable, args: Sequence[Any]) -> list[str]:
-        raise NotSupported(f"{self.backend} does not lower to StableHLO")
-
-    # --- capability 'backend' ---------------------------------------------------------------------
     def torch_compile(self, model: Callable, **kwargs: Any) -> Callable:
         return torch.compile(model, backend=self.backend, **kwargs)
 
@@ -129,11 +92,64 @@ class TorchBuiltinImplementation(Implementation):
     def environment_variables(self) -> Mapping[str, Any]:
         raise NotSupported(f"{self.backend} reads none of the backend's TORCH_NEURONX_*/NEURON_* variables")
 
-    def helper_api(self) -> Any:
+    def helper_api(self) -> HelperApi:
         raise NotSupported(f"{self.backend} has no neuron_dynamo_backend helper API")
 
     def debug_artifact_globs(self) -> Mapping[str, str]:
         raise NotSupported(f"{self.backend} writes no artifacts to TORCH_NEURONX_DEBUG_DIR")
+
+    def expected_support(self) -> Mapping[str, Mapping[str, str]]:
+        diff = _DIFFERENCES.get(self.backend, {})
+        matrix = {
+            "parameters": {p: diff.get(("parameters", p), "Supported") for p in _PARAMETERS},
+            "apis": {a: diff.get(("apis", a), "Supported") for a in _APIS},
+        }
+        matrix.update({table: dict.fromkeys(rows, "Unsupported") for table, rows in _NEURON_ONLY.items()})
+        return matrix
+
+
+class TorchBuiltinImplementation(Implementation):
+    #: the backend-contract type of this adapter (a subclass adapter may refine it)
+    backend_capability: type[BuiltinBackend] = BuiltinBackend
+
+    def __init__(self, backend: str) -> None:
+        self.backend_name = backend
+        self.name = backend
+        self._backend = self.backend_capability(backend)
+
+    def versions(self) -> dict[str, str]:
+        return {"torch": torch.__version__}
+
+    # --- reporting --------------------------------------------------------------------------------
+    def expectations_file(self) -> str | None:
+        path = _PACKAGE / "expected" / f"{self.backend_name}.txt"
+        return str(path) if path.is_file() else None
+
+    def snapshot_root(self) -> str | None:
+        return str(_PACKAGE / "goldens")
+
+    def compile(
+        self,
+        model: Callable,
+        *,
+        options: Mapping[str, Any] | None = None,
+        fullgraph: bool = False,
+        dynamic: bool | None = False,
+        mode: str | None = None,
+    ) -> Callable:
+        kwargs: dict[str, Any] = {"fullgraph": fullgraph, "dynamic": dynamic}
+        if options:
+            kwargs["options"] = dict(options)
+        if mode:
+            kwargs["mode"] = mode
+        return torch.compile(model, backend=self.backend_name, **kwargs)
+
+    def lower(self, model: Callable, args: Sequence[Any]) -> list[str]:
+        raise NotSupported(f"{self.backend_name} does not lower to StableHLO")
+
+    # --- the one capability group: the backend contract ----------------------------------------
+    def backend(self) -> BuiltinBackend:
+        return self._backend
 
 
 def inductor() -> TorchBuiltinImplementation:

@@ -21,7 +21,7 @@ from __future__ import annotations
 from importlib import metadata
 from typing import Any, Mapping
 
-from conformance.adapters.torch_builtin import TorchBuiltinImplementation
+from conformance.adapters.torch_builtin import BuiltinBackend, TorchBuiltinImplementation
 from conformance.harness.implementation import NotSupported
 
 BACKEND = "turbine_cpu"
@@ -37,7 +37,19 @@ def turbine_available() -> str | None:
     return None
 
 
+class TurbineBackend(BuiltinBackend):
+    def forced_graph_breaks(self) -> Mapping[str, Any]:
+        raise NotSupported(f"{BACKEND} forces no graph breaks of its own: an op it cannot compile fails the compile")
+
+    # The variables and the helper API are missing as they are for torch's own backends (inherited).
+
+    def debug_artifact_globs(self) -> Mapping[str, str]:
+        raise NotSupported(f"{BACKEND} compiles in memory and writes no artifacts to TORCH_NEURONX_DEBUG_DIR")
+
+
 class TurbineImplementation(TorchBuiltinImplementation):
+    backend_capability = TurbineBackend
+
     def __init__(self) -> None:
         missing = turbine_available()
         if missing:
@@ -55,14 +67,6 @@ class TurbineImplementation(TorchBuiltinImplementation):
             f"{BACKEND} imports FX graphs into the torch MLIR dialect and leaves the conversion to IREE's "
             "input pipeline; it never produces StableHLO text"
         )
-
-    def forced_graph_breaks(self) -> Mapping[str, Any]:
-        raise NotSupported(f"{BACKEND} forces no graph breaks of its own: an op it cannot compile fails the compile")
-
-    # The variables and the helper API are missing as they are for torch's own backends (inherited).
-
-    def debug_artifact_globs(self) -> Mapping[str, str]:
-        raise NotSupported(f"{BACKEND} compiles in memory and writes no artifacts to TORCH_NEURONX_DEBUG_DIR")
 
 
 def turbine_cpu() -> TurbineImplementation:

@@ -1,7 +1,7 @@
 """A tiny decoder for the graph-capture contract, built on an implementation's ATOM surface.
 
 The model is written against the names the seed gives (``eager_region``, ``token_graph``,
-``get_forward_context``) taken from the module the adapter returns, so the same model runs on any
+``get_forward_context``) taken from the adapter's ``AtomCapability`` (``impl.atom()``), so the same model runs on any
 implementation. Its attention reads the step's metadata from the forward context: the context
 lengths (a tensor) and ``max_seqlen_k`` (a host int that picks how much of the cache it reads),
 which is what makes it an eager region. It is correct under FULL too, as long as the recorded
@@ -14,7 +14,7 @@ can see which metadata an eager region ran with.
 from __future__ import annotations
 
 import os
-from types import ModuleType
+from conformance.harness.capabilities import AtomCapability
 from typing import Any
 
 import torch
@@ -49,7 +49,7 @@ def _decoder(backbone: nn.Module, calls: list, seed: int) -> nn.Module:
     return model.eval()
 
 
-def build_graph_decoder(atom: ModuleType, *, per_phase: bool = False, seed: int = 0) -> nn.Module:
+def build_graph_decoder(atom: AtomCapability, *, per_phase: bool = False, seed: int = 0) -> nn.Module:
     """A decoder whose backbone is a ``@token_graph`` unit with one eager-region attention."""
     head_dim = DIM // HEADS
     calls: list[tuple[int, int]] = []
@@ -90,7 +90,7 @@ def build_graph_decoder(atom: ModuleType, *, per_phase: bool = False, seed: int 
     return _decoder(Backbone(), calls, seed)
 
 
-def kv_cache(atom: ModuleType, seed: int = 1, device: Any = "cpu") -> dict:
+def kv_cache(atom: AtomCapability, seed: int = 1, device: Any = "cpu") -> dict:
     """A filled cache of ``MAX_SEQS`` request slots of ``MAX_LEN`` entries."""
     gen = torch.Generator().manual_seed(seed)
     k = torch.randn(MAX_SEQS, MAX_LEN, HEADS, DIM // HEADS, generator=gen).to(device)
@@ -106,7 +106,7 @@ def decode_step(batch_size: int, seed: int, device: Any = "cpu") -> tuple[torch.
     return ids.to(device), lens.to(device), lens.to(device)
 
 
-def eager_logits(atom: ModuleType, model: nn.Module, cache: dict, step: tuple, *, max_seqlen_k: int = MAX_LEN) -> torch.Tensor:
+def eager_logits(atom: AtomCapability, model: nn.Module, cache: dict, step: tuple, *, max_seqlen_k: int = MAX_LEN) -> torch.Tensor:
     """The step run with no compiler and no graph: the uncompiled forward, live metadata."""
     ids, pos, lens = step
     attn = atom.AttentionMetaData(max_seqlen_q=1, max_seqlen_k=max_seqlen_k, context_lens=lens)
@@ -115,7 +115,7 @@ def eager_logits(atom: ModuleType, model: nn.Module, cache: dict, step: tuple, *
         return model.compute_logits(type(model.model).forward(model.model, ids, pos))
 
 
-def compiled_decoder(atom: ModuleType, backend: str, *, device: Any = "cpu", per_phase: bool = False) -> nn.Module:
+def compiled_decoder(atom: AtomCapability, backend: str, *, device: Any = "cpu", per_phase: bool = False) -> nn.Module:
     """The decoder with its backbone compiled in place by ``backend`` through the recording backend.
 
     Inductor gets dynamic shapes (one compile serves every bucket); other backends compile each
@@ -127,7 +127,7 @@ def compiled_decoder(atom: ModuleType, backend: str, *, device: Any = "cpu", per
 
 
 def make_runner(
-    atom: ModuleType,
+    atom: AtomCapability,
     model: nn.Module,
     mode: Any,
     *,
@@ -144,7 +144,7 @@ def make_runner(
 
 
 def replay_mismatches(
-    atom: ModuleType, model: nn.Module, runner: Any, cache: dict, batch_sizes: Any, *, atol: float, device: Any = "cpu"
+    atom: AtomCapability, model: nn.Module, runner: Any, cache: dict, batch_sizes: Any, *, atol: float, device: Any = "cpu"
 ) -> dict[int, float]:
     """Run a decode of each batch size through ``runner`` and eagerly; the batch sizes whose
     logits differ by more than ``atol`` (worst absolute difference). Every step's inputs are fresh
@@ -161,7 +161,7 @@ def replay_mismatches(
     return bad
 
 
-def record_token_pass(atom: ModuleType, unit: nn.Module, cache: dict, rows: int, *, is_prefill: bool) -> None:
+def record_token_pass(atom: AtomCapability, unit: nn.Module, cache: dict, rows: int, *, is_prefill: bool) -> None:
     """A capture loop's two passes over a ``@token_graph`` unit for ``rows`` rows of one phase:
     a warm-up forward, then a record pass (``tr_graph="record"``)."""
     ids, pos = torch.zeros(rows, dtype=torch.long), torch.ones(rows, dtype=torch.long)
@@ -182,7 +182,7 @@ LEVEL_OP = "token_attention"
 _LEVEL_OPS: dict[int, tuple[str, list]] = {}
 
 
-def register_level_attention(atom: ModuleType) -> tuple[str, list]:
+def register_level_attention(atom: AtomCapability) -> tuple[str, list]:
     """Register the level decoder's attention op once per process and ATOM module; returns its
     ``"namespace.op"`` name and the list every call appends ``(rows, max_seqlen_k)`` to."""
     known = _LEVEL_OPS.get(id(atom))
@@ -240,7 +240,7 @@ def register_level_attention(atom: ModuleType) -> tuple[str, list]:
     return name, calls
 
 
-def level_config(atom: ModuleType, level: int, mode: Any, *, use_inductor: bool = True, sizes: Any = (1, 2, 4), cache_dir: str = "", **cc: Any) -> Any:
+def level_config(atom: AtomCapability, level: int, mode: Any, *, use_inductor: bool = True, sizes: Any = (1, 2, 4), cache_dir: str = "", **cc: Any) -> Any:
     """A ``Config`` at ``level`` with ``mode``, explicit capture sizes, and the level decoder's
     attention as the splitting op; ``use_inductor=False`` compiles with the implementation's own
     compiler (the seed's field; the reference's pieces)."""
@@ -252,7 +252,7 @@ def level_config(atom: ModuleType, level: int, mode: Any, *, use_inductor: bool 
     return atom.Config(compilation_config=compilation, max_num_seqs=MAX_SEQS)
 
 
-def build_level_decoder(atom: ModuleType, config: Any, *, seed: int = 0) -> nn.Module:
+def build_level_decoder(atom: AtomCapability, config: Any, *, seed: int = 0) -> nn.Module:
     """A decoder whose backbone is ``@token_graph @support_torch_compile``: it compiles itself at
     ``config``'s level (levels 2 and 3) or is compiled by the runner (level 1), and records token
     graphs under TR_HYBRID. Attention is :data:`LEVEL_OP`."""
@@ -297,7 +297,7 @@ def prefill_step(query_lens: Any, seed: int, device: Any = "cpu") -> tuple[torch
     return ids.to(device), pos.to(device), lens.to(device), q.to(device)
 
 
-def eager_step_logits(atom: ModuleType, model: nn.Module, cache: dict, ids, pos, lens, query_lens=None) -> torch.Tensor:
+def eager_step_logits(atom: AtomCapability, model: nn.Module, cache: dict, ids, pos, lens, query_lens=None) -> torch.Tensor:
     """Any step (prefill with ``query_lens``, else a decode) run with no compiler and no graph."""
     q = query_lens if query_lens is not None else torch.ones(len(lens), dtype=torch.long, device=lens.device)
     cu = torch.cat([q.new_zeros(1), q.cumsum(0)]).to(torch.int32)

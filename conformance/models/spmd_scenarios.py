@@ -37,9 +37,9 @@ def _new_graphs(before: dict, after: dict) -> dict[str, str]:
 def _decoder(impl: Implementation, rank: int, world: int, mode: str) -> dict[str, Any]:
     from neuron_fixtures.spmd import sharded_decoder
 
-    group = impl.spmd_process_group(_contiguous(world, world))
+    group = impl.spmd().process_group(_contiguous(world, world))
     sharded, dense, local, full = sharded_decoder(rank, world, group, mode=mode)
-    before = impl.spmd_compile_stats()
+    before = impl.spmd().compile_stats()
     from neuron_fixtures.models import seeded
 
     b, t = local[0].shape
@@ -48,11 +48,11 @@ def _decoder(impl: Implementation, rank: int, world: int, mode: str) -> dict[str
     with torch.no_grad(), warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         compiled = impl.compile(sharded)
-        out = compiled(*local, rank=impl.spmd_rank_tensor(rank))  # prefill: one graph
+        out = compiled(*local, rank=impl.spmd().rank_tensor(rank))  # prefill: one graph
         expected = dense(*full)
-        step = compiled(step_ids, step_pos, local[2], local[3], rank=impl.spmd_rank_tensor(rank))  # decode: another
+        step = compiled(step_ids, step_pos, local[2], local[3], rank=impl.spmd().rank_tensor(rank))  # decode: another
         expected_step = dense(step_ids, step_pos, full[2], full[3])
-    after = impl.spmd_compile_stats()
+    after = impl.spmd().compile_stats()
     # dense caches, cut to this rank's heads, are what the sharded run must have written
     exp_k = [sharded.shard_cache(c) for c in full[2]]
     return {
@@ -72,9 +72,9 @@ def decoder_spmd(impl, rank, world):
     result = _decoder(impl, rank, world, "spmd")
     from neuron_fixtures.spmd import sharded_decoder
 
-    group = impl.spmd_process_group(_contiguous(world, world))
+    group = impl.spmd().process_group(_contiguous(world, world))
     sharded, _, local, _ = sharded_decoder(rank, world, group, mode="spmd")
-    result["texts"] = impl.spmd_lower(sharded, local, {"rank": impl.spmd_rank_tensor(rank)})
+    result["texts"] = impl.spmd().lower(sharded, local, {"rank": impl.spmd().rank_tensor(rank)})
     return result
 
 
@@ -88,7 +88,7 @@ def decoder_mpmd_strict(impl, rank, world):
         try:
             _decoder(impl, rank, world, "mpmd")
         except BaseException as exc:  # noqa: BLE001 - the test checks the type
-            violation = impl.spmd_violation_errors()
+            violation = impl.spmd().violation_errors()
             chain = [exc]
             while chain[-1].__cause__ is not None or chain[-1].__context__ is not None:
                 chain.append(chain[-1].__cause__ or chain[-1].__context__)
@@ -114,23 +114,23 @@ def _all_four(x: torch.Tensor, rank: torch.Tensor, group) -> tuple[torch.Tensor,
 def collectives(impl, rank, world):
     """All four collectives over tensor-parallel pairs: a 2-D mesh from 4 ranks up."""
     size = 2 if world >= 2 else 1
-    group = impl.spmd_process_group(_contiguous(world, size))
+    group = impl.spmd().process_group(_contiguous(world, size))
     x = torch.arange(16, dtype=torch.float32).view(8, 2) / 7 + rank
-    r = impl.spmd_rank_tensor(rank)
+    r = impl.spmd().rank_tensor(rank)
 
     def fn(x, rank):
         return _all_four(x, rank, group)
 
-    before = impl.spmd_compile_stats()
+    before = impl.spmd().compile_stats()
     expected = fn(x, r)
     out = impl.compile(fn)(x, r)
-    after = impl.spmd_compile_stats()
+    after = impl.spmd().compile_stats()
     return {
         "out": out,
         "expected": expected,
         "graphs": _new_graphs(before, after),
         "invocations": after["compiler_invocations"] - before["compiler_invocations"],
-        "texts": impl.spmd_lower(fn, (x, r)),
+        "texts": impl.spmd().lower(fn, (x, r)),
         "group_name": getattr(group, "group_name", None),
     }
 
@@ -148,8 +148,8 @@ def layers(impl, rank, world):
         dense_moe,
     )
 
-    group = impl.spmd_process_group(_contiguous(world, world))
-    r = impl.spmd_rank_tensor(rank)
+    group = impl.spmd().process_group(_contiguous(world, world))
+    r = impl.spmd().rank_tensor(rank)
     x = torch.randn(2, 3, 64, generator=seeded(41))
     ids = torch.randint(0, 128, (2, 5), generator=seeded(42))
     lin = init_deterministic(nn.Linear(64, 32), seed=43)
@@ -170,12 +170,12 @@ def layers(impl, rank, world):
         # The row-parallel twin slices its input statically: no constant tensor for the graph
         # check to see, but a different graph per rank for the single-artifact check.
         impl.reset()
-        before = impl.spmd_compile_stats()
+        before = impl.spmd().compile_stats()
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             twin = impl.compile(RowParallelLinear(lin, rank, world, group, input_is_parallel=False, mpmd=True))
             twin_out = twin(x, rank=r)
-        twin_graphs = _new_graphs(before, impl.spmd_compile_stats())
+        twin_graphs = _new_graphs(before, impl.spmd().compile_stats())
     return {
         "layers": out,
         "row_twin": {"out": twin_out, "expected": lin(x), "graphs": twin_graphs, "warnings": [str(w.message) for w in caught]},
@@ -212,12 +212,12 @@ def _host_dir() -> str:
 def _capture_everywhere(impl: Implementation, rank: int, world: int, mode: str, staged: str) -> None:
     from neuron_fixtures.spmd import sharded_decoder
 
-    group = impl.spmd_process_group(_contiguous(world, world))
+    group = impl.spmd().process_group(_contiguous(world, world))
     sharded, _, local, _ = sharded_decoder(rank, world, group, mode=mode)
     impl.reset()
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the MPMD twin's rank constants warn here; the check below is the subject
-        impl.capture(sharded, cache_dir=staged)(*local, rank=impl.spmd_rank_tensor(rank))
+        impl.capture().capture_in_process(sharded, cache_dir=staged)(*local, rank=impl.spmd().rank_tensor(rank))
     dist.barrier()
 
 
@@ -228,9 +228,9 @@ def _compile_once(impl: Implementation, staged: str, strict: str) -> dict[str, A
     if _host()[1] == 0:
         with _strict(strict):
             try:
-                result["graphs"] = impl.parallel_compile(staged, workers=2)
+                result["graphs"] = impl.capture().parallel_compile(staged, workers=2)
                 result["raised"] = None
-            except impl.spmd_violation_errors() as exc:
+            except impl.spmd().violation_errors() as exc:
                 result["raised"] = f"{type(exc).__name__}: {exc}"
     return _from_host_leader(result)
 
@@ -244,17 +244,17 @@ def deferred_decoder(impl, rank, world):
 
     root = _host_dir()
     spmd_dir, mpmd_dir = os.path.join(root, "staged-spmd"), os.path.join(root, "staged-mpmd")
-    with _environ(dict(impl.cache_env(os.path.join(root, "caches")))):
+    with _environ(dict(impl.cache().env(os.path.join(root, "caches")))):
         _capture_everywhere(impl, rank, world, "spmd", spmd_dir)
         built = _compile_once(impl, spmd_dir, strict="1")
-        group = impl.spmd_process_group(_contiguous(world, world))
+        group = impl.spmd().process_group(_contiguous(world, world))
         sharded, dense, local, full = sharded_decoder(rank, world, group, mode="spmd")
         impl.reset()
-        before = impl.spmd_compile_stats()
+        before = impl.spmd().compile_stats()
         with _environ({"NEURON_LIBTORCH_ASSERT_CACHE_HIT": "1"}), torch.no_grad():
-            out = impl.compile(sharded)(*local, rank=impl.spmd_rank_tensor(rank))
+            out = impl.compile(sharded)(*local, rank=impl.spmd().rank_tensor(rank))
             expected = dense(*full)
-        after = impl.spmd_compile_stats()
+        after = impl.spmd().compile_stats()
         # The twin is captured with the flag off: under it the graph-level guard (the rank-constant
         # pass) refuses the trace already, and the subject here is the build's single-artifact check.
         with _strict(None):
@@ -288,11 +288,11 @@ def deferred_guard(impl, rank, world):
     (tolerated: a warning, and every entry built). Per host, like the deferred flow."""
     staged = os.path.join(_host_dir(), "staged")
     result: dict[str, Any] = {}
-    with _environ(dict(impl.cache_env(os.path.join(os.path.dirname(staged), "caches")))):
+    with _environ(dict(impl.cache().env(os.path.join(os.path.dirname(staged), "caches")))):
         impl.reset()
         with _strict("0"), torch.no_grad(), warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            impl.capture(_BakedRank(rank), cache_dir=staged)(torch.ones(2, 2, dtype=torch.int32), rank=impl.spmd_rank_tensor(rank))
+            impl.capture().capture_in_process(_BakedRank(rank), cache_dir=staged)(torch.ones(2, 2, dtype=torch.int32), rank=impl.spmd().rank_tensor(rank))
         dist.barrier()
         if _host()[1] == 0:
             for strict in ("1", "0"):
@@ -302,11 +302,11 @@ def deferred_guard(impl, rank, world):
                     with _strict(strict), _environ(flags), warnings.catch_warnings(record=True) as caught:
                         warnings.simplefilter("always")
                         try:
-                            outcome["graphs"] = impl.parallel_compile(staged, workers=1)
+                            outcome["graphs"] = impl.capture().parallel_compile(staged, workers=1)
                             outcome["raised"] = None
                         except BaseException as exc:  # noqa: BLE001 - the test checks the type
                             outcome["raised"] = type(exc).__name__
-                            outcome["is_violation"] = isinstance(exc, impl.spmd_violation_errors())
+                            outcome["is_violation"] = isinstance(exc, impl.spmd().violation_errors())
                             outcome["message"] = str(exc)
                     outcome["warnings"] = [str(w.message) for w in caught]
                     result[f"{'strict' if strict == '1' else 'warn'}-fallback_{fallback}"] = outcome

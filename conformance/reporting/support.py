@@ -73,7 +73,7 @@ def declared(impl: Implementation) -> dict[str, dict[str, str]] | None:
     """The matrix ``impl`` declares (table -> row -> status), or ``None`` when it declares none
     (raises NotSupported or answers ``{}``)."""
     try:
-        matrix = impl.expected_support()
+        matrix = impl.backend().expected_support()
     except NotSupported:
         return None
     if not matrix:

@@ -3,13 +3,13 @@
 Both compile with torch's ``aot_eager`` (cheap, and no code of this project), as an outside team's
 adapter would:
 
-- ``not_supported`` raises :class:`~conformance.harness.implementation.NotSupported` from every method
-  outside the core (``name``, ``versions``, ``compile``, ``reset``): every capability group is
-  declared, and every test of one must skip with the reason;
+- ``not_supported`` declares every capability group (adapter v2, ``conformance.harness.capabilities``)
+  with an object whose every member raises :class:`~conformance.harness.implementation.NotSupported`
+  (the ATOM accessor raises it itself): every test of a group must skip with the reason;
 - ``empty`` provides the backend group for real (``torch_compile``, graph counting) and answers
   every optional question with an empty answer: no variables, no forced graph breaks, no debug
-  artifacts, no declared support matrix, a helper API with no symbols, no FX passes, and a cache it
-  cannot list (``[]``); where ``aot_eager`` itself breaks the Neuron contract, the known failures of
+  artifacts, no declared support matrix, a helper API with no symbols (``HelperApi()``), no FX
+  passes (``[]``); it declares no cache (``aot_eager`` has none); where ``aot_eager`` itself breaks the Neuron contract, the known failures of
   ``conformance/expected/aot_eager.txt`` apply.
 
 ``tests/test_conformance_honest.py`` runs the suite against both and requires 0 failures and
@@ -21,28 +21,46 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping
 
-from conformance.adapters.torch_builtin import TorchBuiltinImplementation
-from conformance.harness.implementation import CAPABILITIES, Implementation, NotSupported
-
-# Every method of every capability group, and the optional members outside the groups.
-_OPTIONAL = sorted(
-    {m for c in CAPABILITIES.values() for m in (*c.required, *c.optional)}
-    | {"set_graph_break_thresholds", "capture", "graph_compile_times"}
+from conformance.adapters.torch_builtin import BuiltinBackend, TorchBuiltinImplementation
+from conformance.harness.capabilities import (
+    BackendCapability,
+    CacheCapability,
+    CaptureCapability,
+    CompilerArgsCapability,
+    FxPassesCapability,
+    HelperApi,
+    SpmdCapability,
+    members,
 )
+from conformance.harness.implementation import Implementation, NotSupported
 
 
 def _refuses(name: str) -> Callable[..., Any]:
     def method(self, *args: Any, **kwargs: Any) -> Any:
-        raise NotSupported(f"{self.name} has no {name} (an honest answer)")
+        raise NotSupported(f"honest-not-supported has no {name} (an honest answer)")
 
     method.__name__ = name
     return method
 
 
+def _refusing(kind: type) -> Any:
+    """An object of the capability type ``kind`` whose every member, required or not, raises
+    NotSupported: the group is declared, and each of its tests must skip in its body."""
+    return type(f"Refusing{kind.__name__}", (kind,), {m: _refuses(f"{kind.__name__}.{m}") for m in members(kind)})()
+
+
 class NotSupportedEverywhere(Implementation):
-    """Core from ``aot_eager``; every other method raises NotSupported."""
+    """Core from ``aot_eager``; every group is declared with every member raising NotSupported,
+    except ATOM, whose accessor says so (its members are types a test catches, not calls)."""
 
     name = "honest-not-supported"
+
+    def __init__(self) -> None:
+        self._groups = {
+            kind: _refusing(kind)
+            for kind in (BackendCapability, FxPassesCapability, CacheCapability, CompilerArgsCapability,
+                         CaptureCapability, SpmdCapability)
+        }
 
     def versions(self) -> dict[str, str]:
         import torch
@@ -54,24 +72,30 @@ class NotSupportedEverywhere(Implementation):
 
         return torch.compile(model, backend="aot_eager", fullgraph=fullgraph, dynamic=dynamic)
 
+    def backend(self) -> BackendCapability:
+        return self._groups[BackendCapability]
 
-for _name in _OPTIONAL:
-    if hasattr(Implementation, _name):
-        setattr(NotSupportedEverywhere, _name, _refuses(_name))
+    def fx_passes(self) -> FxPassesCapability:
+        return self._groups[FxPassesCapability]
+
+    def cache(self) -> CacheCapability:
+        return self._groups[CacheCapability]
+
+    def compiler_args(self) -> CompilerArgsCapability:
+        return self._groups[CompilerArgsCapability]
+
+    def capture(self) -> CaptureCapability:
+        return self._groups[CaptureCapability]
+
+    def spmd(self) -> SpmdCapability:
+        return self._groups[SpmdCapability]
+
+    graph_compile_times = _refuses("graph_compile_times")
 
 
-class _NoSymbols:
-    """A helper API object with none of the helper symbols."""
+class EmptyBackend(BuiltinBackend):
+    """``aot_eager``'s backend contract, every optional question answered with ``{}``."""
 
-
-class EmptyAnswers(TorchBuiltinImplementation):
-    """``aot_eager`` behind an adapter that answers every optional question with ``{}`` or ``[]``."""
-
-    def __init__(self) -> None:
-        super().__init__("aot_eager")
-        self.name = "honest-empty"
-
-    # backend group: empty answers
     def forced_graph_breaks(self) -> Mapping[str, Any]:
         return {}
 
@@ -87,34 +111,38 @@ class EmptyAnswers(TorchBuiltinImplementation):
     def expected_support(self) -> Mapping[str, Mapping[str, str]]:
         return {}
 
-    def helper_api(self) -> Any:
-        return _NoSymbols()
+    def helper_api(self) -> HelperApi:
+        return HelperApi()  # none of the helper symbols
 
-    # FX passes: none
-    def fx_pass_names(self) -> list[str]:
+
+class NoFxPasses(FxPassesCapability):
+    """A pass pipeline with no passes."""
+
+    def pass_names(self) -> list[str]:
         return []
 
-    def fx_passes_applied(self, model, args, options=None) -> list[str]:
+    def passes_applied(self, model, args, options=None) -> list[str]:
         return []
 
-    def fx_graph_after_passes(self, model, args) -> list[str]:
+    def graph_after_passes(self, model, args) -> list[str]:
         return []
 
-    # cache: one it cannot list
-    def cache_env(self, root, *, lock_timeout_s=None, disable=False, assert_hit=False, neff_dir=None) -> dict[str, str]:
-        return {}
 
-    def cache_keys(self, root: str) -> list[str]:
-        return []
+class EmptyAnswers(TorchBuiltinImplementation):
+    """``aot_eager`` behind an adapter that answers every optional question with ``{}`` or ``[]``."""
 
-    def cache_entry_files(self, root: str, key: str) -> list[str]:
-        return []
+    backend_capability = EmptyBackend
 
-    def cache_scratch(self, root: str) -> list[str]:
-        return []
+    def __init__(self) -> None:
+        super().__init__("aot_eager")
+        self.name = "honest-empty"
+        self._fx = NoFxPasses()
 
-    def compiles_in_progress(self, root: str) -> list[dict[str, Any]]:
-        return []
+    def fx_passes(self) -> FxPassesCapability:
+        return self._fx
+
+    # No cache(): aot_eager keeps no compile cache of its own and counts no compiler runs, so the
+    # group is not declared (the default accessor raises NotSupported).
 
 
 def not_supported() -> NotSupportedEverywhere:

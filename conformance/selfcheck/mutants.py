@@ -505,6 +505,158 @@ def level_1_runs_eagerly():
     _module(_ATOM_RUNNER).compile_model = lambda model, config: model
 
 
+# --- one per contract module that had none: parity, HLO determinism, models, ATOM graph capture,
+# --- resident weights, metrics, compile_only ------------------------------------------------------
+
+_HLO_DETERMINISM = "conformance/tests/test_hlo_determinism.py"
+_MODELS = "conformance/tests/test_models.py"
+_ATOM_GRAPHS = "conformance/tests/test_atom_graphs.py"
+_TRAINING = "conformance/tests/test_training.py"
+_SUPPORT = "conformance/tests/test_backend_support.py"
+_RUNTIME = "reference.runtime"
+
+
+@_mutant("eager parity: integer results are exact", f"{_PARITY}::test_integer_and_bool_results_are_exact[int32]",
+         r"int32 function\[0\]")
+def floor_division_truncates():
+    """Integer floor division is lowered as truncating division (C's ``/``), so ``(-7) // 2`` gives
+    -3 instead of -4: every result with a negative quotient is one off."""
+    import torch
+    import torch_mlir.fx as tm_fx
+
+    fx_import = tm_fx.stateless_fx_import
+    aten = torch.ops.aten
+
+    @functools.wraps(fx_import)
+    def truncating(gm, *args, **kwargs):
+        for node in gm.graph.nodes:
+            if node.op != "call_function":
+                continue
+            if node.target is aten.floor_divide.default:
+                node.target, node.kwargs = aten.div.Tensor_mode, {**node.kwargs, "rounding_mode": "trunc"}
+            elif node.target in (aten.div.Tensor_mode, aten.div.Scalar_mode) and node.kwargs.get("rounding_mode") == "floor":
+                node.kwargs = {**node.kwargs, "rounding_mode": "trunc"}
+        return fx_import(gm, *args, **kwargs)
+
+    tm_fx.stateless_fx_import = truncating
+
+
+@_mutant("HLO determinism: no locations in the text", f"{_HLO_DETERMINISM}::test_text_has_no_paths_or_locations[mlp]",
+         r"location or path fragments")
+def lowering_keeps_source_locations():
+    """The lowered StableHLO is printed with its debug locations (``loc("/path/file.py":12:0)``),
+    so the text, and every cache key made from it, depends on where the model's source lives."""
+    import torch_mlir.fx as tm_fx
+
+    fx_import = tm_fx.stateless_fx_import
+
+    class _Operation:
+        def __init__(self, op):
+            self._op = op
+
+        def get_asm(self, **kwargs):
+            return self._op.get_asm(**{**kwargs, "enable_debug_info": True})
+
+        def __getattr__(self, name):
+            return getattr(self._op, name)
+
+    class _Module:
+        def __init__(self, module):
+            self._module, self.operation = module, _Operation(module.operation)
+
+        def __getattr__(self, name):
+            return getattr(self._module, name)
+
+    @functools.wraps(fx_import)
+    def with_locations(*args, **kwargs):
+        return _Module(fx_import(*args, **kwargs))
+
+    tm_fx.stateless_fx_import = with_locations
+
+
+@_mutant("models: a real model matches eager", f"{_MODELS}::test_forward_matches_eager[bert]",
+         r"bert (last_hidden_state|pooler_output)")
+def layer_norm_uses_the_unbiased_variance():
+    """A normalisation's variance (``var_mean`` with ``correction=0``, what LayerNorm decomposes
+    into) is lowered with Bessel's correction, so every LayerNorm output is scaled by
+    ``sqrt((n - 1) / n)``: a real model's hidden states drift by a few parts in a thousand."""
+    import torch
+    import torch_mlir.fx as tm_fx
+
+    fx_import = tm_fx.stateless_fx_import
+    var_mean = torch.ops.aten.var_mean.correction
+
+    @functools.wraps(fx_import)
+    def unbiased(gm, *args, **kwargs):
+        for node in gm.graph.nodes:
+            if node.op == "call_function" and node.target is var_mean and node.kwargs.get("correction", 1) == 0:
+                node.kwargs = {**node.kwargs, "correction": 1}
+        return fx_import(gm, *args, **kwargs)
+
+    tm_fx.stateless_fx_import = unbiased
+
+
+@_mutant("ATOM graph capture: one shared pool", f"{_ATOM_GRAPHS}::test_every_graph_shares_one_pool",
+         r"ReqGraph\(\)\.pool is")
+def request_graphs_get_private_pools():
+    """Each request graph records into a private pool of its own instead of the process's one
+    pool, so the memory of all recordings adds up instead of being the largest one's."""
+    home = _module("reference.atom.region_graph")
+    req = home.ReqGraph
+    init = req.__init__
+
+    @functools.wraps(init)
+    def private(self, name="req_graph", *, pool=None):
+        init(self, name, pool=pool if pool is not None else home.GraphPool())
+
+    req.__init__ = private
+
+
+@_mutant("resident weights: in-place updates are seen", f"{_TRAINING}::test_sgd_training_matches_eager[mlp]",
+         r"step|loss|parameter|weight")
+def resident_weights_are_snapshots():
+    """A parameter's device buffer is a copy taken at its first call and reused while the caller
+    passes the same tensor, so an optimizer's in-place update is never seen by the compiled graph."""
+    resident = _module(_RUNTIME)._Resident
+    init = resident.__init__
+
+    @functools.wraps(init)
+    def snapshot(self, source, device):
+        init(self, source.detach().clone(), device)
+        self.source, self.ptr, self.copied, self.version = source, source.data_ptr(), False, None
+
+    resident.__init__ = snapshot
+
+
+@_mutant("metrics: one record per compiled graph", f"{_CONTRACT}::test_metrics_describe_every_compiled_graph",
+         r"== 'contract_model'")
+def metrics_ignore_the_model_name():
+    """The metrics record every graph under the default model name, whatever ``set_model_name``
+    said (the graph names still carry it)."""
+    pipeline = _module("reference.pipeline")
+    record = pipeline.record_graph_metrics
+
+    @functools.wraps(record)
+    def default_name(built, *, model_name, **kwargs):
+        return record(built, model_name="model_default", **kwargs)
+
+    pipeline.record_graph_metrics = default_name
+
+
+@_mutant("compile_only: compiled, never run", f"{_SUPPORT}::test_var_compile_only", r"compiled path ran")
+def compile_only_context_ignored():
+    """``compile_only()`` is a context manager that does nothing: inside it graphs are compiled
+    and their compiled code runs, as outside (the variable still works)."""
+    import contextlib
+
+    @contextlib.contextmanager
+    def ignored():
+        yield
+
+    for name in ("reference", "reference.backends.api"):
+        _module(name).compile_only = ignored
+
+
 # --- adapters ---------------------------------------------------------------------------------------
 
 

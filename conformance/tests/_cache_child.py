@@ -3,7 +3,7 @@
 ``python -m conformance.tests._cache_child --impl SPEC --out FILE [--barrier PATH] [--options JSON]
 [--attempts N --pause PATH] fixture``
 
-The cache environment comes from the parent (``impl.cache_env(root)``). With ``--barrier``, the
+The cache environment comes from the parent (``impl.cache().env(root)``). With ``--barrier``, the
 child builds the model and imports everything, writes ``PATH.ready.<pid>``, and waits for ``PATH``
 to exist before the first call, so that racing processes reach the compile together. ``--options``
 are the compile options (JSON). With ``--attempts N`` the child compiles and runs the fixture N
@@ -60,7 +60,7 @@ def _attempt(impl, compiled, args) -> dict:
             }
     result["warnings"] = [str(w.message) for w in caught]
     result["evidence"] = evidence.as_dict()
-    result["compiler_invocations"] = impl.compiler_invocations()
+    result["compiler_invocations"] = impl.cache().compiler_invocations()
     return result
 
 
@@ -115,7 +115,7 @@ def main() -> int:
     _lift_file_size_limit()
     result: dict = {"pid": os.getpid(), **attempts[-1], "attempts": attempts}
     try:
-        result["lowerings"] = impl.lowerings()
+        result["lowerings"] = impl.cache().lowerings()
     except NotSupported:
         result["lowerings"] = None
     _write(ns.out, result)

@@ -22,7 +22,7 @@ def main() -> None:
     impl = load_implementation(ns.impl)
     cases = json.load(open(ns.inp, encoding="utf-8"))
     keys = [
-        impl.cache_hash(
+        impl.cache().hash(
             c["hlo"], c["compiler_args"], [tuple(s) for s in c["input_specs"]], replica_groups=c.get("replica_groups")
         )
         for c in cases

@@ -1,6 +1,6 @@
 """Contract: ATOM graph capture (token and request graphs, eager regions, one pool, dispatch).
 
-Through the adapter's ``atom()`` capability (the implementation's ATOM module). A tiny decoder
+Through the adapter's ``atom()`` capability (``conformance.harness.capabilities.AtomCapability``). A tiny decoder
 (``conformance/models/atom_graph_model.py``) whose attention is an eager region reading the forward
 context is compiled by the implementation's compile backend and by Inductor, captured under FULL
 and TR_HYBRID, and every decode batch size from 1 to the largest captured size is replayed
@@ -36,10 +36,10 @@ pytestmark = pytest.mark.xdist_group("atom_graphs")
 @pytest.fixture(scope="module")
 def atom(impl):
     module = impl.atom()
-    missing = [n for n in GRAPH_NAMES if not hasattr(module, n)]
+    missing = module.missing(*GRAPH_NAMES)
     if missing:
         # pytest.skip, not NotSupported: a module fixture's skip is cached and repeated for every test.
-        pytest.skip(f"not supported by {impl.name}: ATOM graph capture (the ATOM module has no {', '.join(missing)})")
+        pytest.skip(f"not supported by {impl.name}: ATOM graph capture (the ATOM capability has no {', '.join(missing)})")
     return module
 
 
@@ -54,7 +54,7 @@ def _eager_step(atom, model, cache, runner, bs, **kw):
 @pytest.fixture(scope="module", params=["compile_backend", "inductor"])
 def captured(request, impl, atom):
     """Capture both modes with one backend and run every step the tests look at."""
-    backend = impl.backend_names()["compile"] if request.param == "compile_backend" else "inductor"
+    backend = impl.backend().names()["compile"] if request.param == "compile_backend" else "inductor"
     torch._dynamo.reset()
     model = G.compiled_decoder(atom, backend)
     cache = G.kv_cache(atom)

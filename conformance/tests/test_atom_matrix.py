@@ -48,9 +48,9 @@ pytestmark = pytest.mark.xdist_group("atom_matrix")
 @pytest.fixture(scope="module")
 def atom(impl):
     module = impl.atom()
-    missing = [n for n in NAMES if not hasattr(module, n)]
+    missing = module.missing(*NAMES)
     if missing:
-        pytest.skip(f"not supported by {impl.name}: ATOM runner levels (the ATOM module has no {', '.join(missing)})")
+        pytest.skip(f"not supported by {impl.name}: ATOM runner levels (the ATOM capability has no {', '.join(missing)})")
     return module
 
 

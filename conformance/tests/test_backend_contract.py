@@ -37,15 +37,15 @@ def _fn(x):
 @pytest.mark.evidence
 def test_dynamic_true_is_rejected_at_compile_time_and_shapes_recompile_per_shape(impl):
     with pytest.raises(Exception) as info:
-        impl.torch_compile(_fn, dynamic=True)(torch.randn(4, 8))
+        impl.backend().torch_compile(_fn, dynamic=True)(torch.randn(4, 8))
     assert "dynamic" in str(info.value)
     impl.reset()
-    impl.reset_graph_count()
-    compiled = impl.torch_compile(_fn)
+    impl.backend().reset_graph_count()
+    compiled = impl.backend().torch_compile(_fn)
     for n in (3, 5, 7, 5):
         x = torch.randn(n, 8)
         assert_close(compiled(x), _fn(x))
-    assert impl.graph_count() == 3, "each new shape compiles its own graph, a repeated shape reuses it"
+    assert impl.backend().graph_count() == 3, "each new shape compiles its own graph, a repeated shape reuses it"
 
 
 @pytest.mark.evidence
@@ -53,23 +53,23 @@ def test_a_mode_other_than_default_warns_and_falls_back(impl):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         x = torch.randn(4, 8)
-        assert_close(impl.torch_compile(_fn, mode="max-autotune")(x), _fn(x))
+        assert_close(impl.backend().torch_compile(_fn, mode="max-autotune")(x), _fn(x))
     assert any("max-autotune" in str(w.message) for w in caught)
 
 
 @pytest.mark.evidence
 def test_options_must_be_a_dict_or_none(impl):
     x = torch.randn(4, 8)
-    assert_close(impl.torch_compile(_fn, options=None)(x), _fn(x))
+    assert_close(impl.backend().torch_compile(_fn, options=None)(x), _fn(x))
     impl.reset()
     with pytest.raises(Exception, match="options"):
-        impl.torch_compile(_fn, options=["-O2"])(x)
+        impl.backend().torch_compile(_fn, options=["-O2"])(x)
 
 
 @pytest.mark.evidence
 @pytest.mark.parametrize("form", ["function", "method"])
 def test_an_op_with_no_lowering_breaks_the_graph(impl, form):
-    reported = _reported(impl.forced_graph_breaks) or {}
+    reported = _reported(impl.backend().forced_graph_breaks) or {}
     ops = reported.get("no_lowering")
     assert ops is None or "histc" in ops, "histc has no lowering, yet is not reported"
 
@@ -79,12 +79,12 @@ def test_an_op_with_no_lowering_breaks_the_graph(impl, form):
         return h.sum() + y.sum()
 
     x = torch.randn(64)
-    impl.reset_graph_count()
-    assert_close(impl.torch_compile(f)(x), f(x))
-    assert impl.graph_count() == 2, "the op runs eagerly and both sides of it compile"
+    impl.backend().reset_graph_count()
+    assert_close(impl.backend().torch_compile(f)(x), f(x))
+    assert impl.backend().graph_count() == 2, "the op runs eagerly and both sides of it compile"
     impl.reset()
     with pytest.raises(torch._dynamo.exc.Unsupported) as info:
-        impl.torch_compile(f, fullgraph=True)(x)
+        impl.backend().torch_compile(f, fullgraph=True)(x)
     assert info.value.gb_type == GB_TYPE
     assert "histc" in str(info.value)
     assert reported.get("gb_type") in (None, GB_TYPE), f"forced_graph_breaks() reports gb_type {reported['gb_type']!r}"
@@ -104,7 +104,7 @@ def test_lowering_splits_around_an_op_with_no_lowering(impl):
 
 @pytest.mark.evidence
 def test_sort_breaks_above_the_threshold_and_topk_from_it(impl):
-    reported = _reported(impl.forced_graph_breaks) or {}
+    reported = _reported(impl.backend().forced_graph_breaks) or {}
     for op, limit in THRESHOLDS.items():
         assert reported.get(op) in (None, limit), f"forced_graph_breaks() reports {op} at {reported.get(op)}, not {limit}"
     limit = THRESHOLDS["sort"]
@@ -113,15 +113,15 @@ def test_sort_breaks_above_the_threshold_and_topk_from_it(impl):
         return torch.argsort(x * 2)[..., :3] + 1
 
     x = torch.randn(2, limit + 1)
-    impl.reset_graph_count()
-    assert_close(impl.torch_compile(f)(x), f(x))
-    assert impl.graph_count() == 2
+    impl.backend().reset_graph_count()
+    assert_close(impl.backend().torch_compile(f)(x), f(x))
+    assert impl.backend().graph_count() == 2
     impl.reset()
     with pytest.raises(torch._dynamo.exc.Unsupported, match=rf"{limit + 1}"):
-        impl.torch_compile(f, fullgraph=True)(x)
+        impl.backend().torch_compile(f, fullgraph=True)(x)
     impl.reset()
     with pytest.raises(torch._dynamo.exc.Unsupported, match="topk"):
-        impl.torch_compile(lambda t: torch.topk(t * 2, THRESHOLDS["topk"])[0] + 1, fullgraph=True)(x)
+        impl.backend().torch_compile(lambda t: torch.topk(t * 2, THRESHOLDS["topk"])[0] + 1, fullgraph=True)(x)
 
 
 @pytest.mark.evidence
@@ -131,7 +131,7 @@ def test_metrics_describe_every_compiled_graph(impl):
     api.set_model_name("contract_model")
     try:
         x = torch.randn(4, 8)
-        impl.torch_compile(_fn)(x)
+        impl.backend().torch_compile(_fn)(x)
     finally:
         api.set_model_name("model_default")
     (m,) = api.get_dynamo_metrics()
@@ -148,7 +148,7 @@ def test_a_boolean_variable_with_a_bad_value_names_itself(impl, monkeypatch):
     declared_variable(impl, "TORCH_NEURONX_COMPILE_ONLY")  # one it does not read is an honest skip
     monkeypatch.setenv("TORCH_NEURONX_COMPILE_ONLY", "perhaps")
     with pytest.raises(Exception, match=r"TORCH_NEURONX_COMPILE_ONLY.*1/true/yes"):
-        impl.torch_compile(_fn)(torch.randn(4, 8))
+        impl.backend().torch_compile(_fn)(torch.randn(4, 8))
 
 
 def test_fallback_is_off_by_default_and_zero_turns_it_on(impl, monkeypatch):
@@ -157,12 +157,12 @@ def test_fallback_is_off_by_default_and_zero_turns_it_on(impl, monkeypatch):
     monkeypatch.setenv("NEURON_CC_FLAGS", "--conformance-no-such-flag")
     x = torch.randn(4, 8)
     with pytest.raises(api.NEFFCompilationError, match="NEURON_CC_FLAGS"):
-        impl.torch_compile(_fn)(x)
+        impl.backend().torch_compile(_fn)(x)
     impl.reset()
     monkeypatch.setenv("TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION", "0")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        assert_close(impl.torch_compile(_fn)(x), _fn(x))
+        assert_close(impl.backend().torch_compile(_fn)(x), _fn(x))
     assert any("eager" in str(w.message) for w in caught)
 
 
@@ -174,11 +174,11 @@ SMALL_LIMIT = 8  # a small threshold, so the graphs at the boundary stay small
 @pytest.fixture
 def small_limits(impl):
     contract = {key: forced_graph_break(impl, key) for key in ("gb_type", "sort", "topk")}
-    impl.set_graph_break_thresholds(sort=SMALL_LIMIT, topk=SMALL_LIMIT)
+    impl.backend().set_graph_break_thresholds(sort=SMALL_LIMIT, topk=SMALL_LIMIT)
     try:
         yield {**contract, **{key: forced_graph_break(impl, key) for key in ("sort", "topk")}}
     finally:
-        impl.set_graph_break_thresholds(sort=None, topk=None)
+        impl.backend().set_graph_break_thresholds(sort=None, topk=None)
 
 
 def _argsort(x):
@@ -199,7 +199,7 @@ def _topk(k):
 def _assert_breaks_under_fullgraph(impl, contract, fn, x, what):
     impl.reset()
     with pytest.raises(torch._dynamo.exc.Unsupported) as info:
-        impl.torch_compile(fn, fullgraph=True)(x)
+        impl.backend().torch_compile(fn, fullgraph=True)(x)
     assert info.value.gb_type == contract["gb_type"], f"{what}: gb_type {info.value.gb_type!r}"
 
 
@@ -242,7 +242,7 @@ def test_a_model_name_never_leaves_the_artifact_directories(impl, monkeypatch, t
     api = helper_api(impl, "get_model_name", "set_model_name", "reset_dynamo_metrics", "get_dynamo_metrics")
     base = tmp_path / "a" / "b"
     allowed = (base / "debug", base / "cache")
-    for var, value in impl.cache_env(str(allowed[1])).items():
+    for var, value in impl.cache().env(str(allowed[1])).items():
         monkeypatch.setenv(var, value)
     monkeypatch.setenv("TORCH_NEURONX_DEBUG_DIR", str(allowed[0]))
     monkeypatch.setenv("TORCH_NEURONX_PRESERVE_COMPILATION_ARTIFACTS", "1")
@@ -254,7 +254,7 @@ def test_a_model_name_never_leaves_the_artifact_directories(impl, monkeypatch, t
             api.reset_dynamo_metrics()
             impl.reset()
             x = torch.randn(3 + i, 8)
-            assert_close(impl.torch_compile(_fn)(x), _fn(x))
+            assert_close(impl.backend().torch_compile(_fn)(x), _fn(x))
             names += [m.graph_name for m in api.get_dynamo_metrics()]
     finally:
         api.set_model_name(before)

@@ -94,8 +94,8 @@ def test_model(impl, support):
     module = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU())
     x = _x()
     with torch.no_grad():
-        assert_close(impl.torch_compile(module)(x), module(x))
-    _runs(impl.torch_compile(_fn))
+        assert_close(impl.backend().torch_compile(module)(x), module(x))
+    _runs(impl.backend().torch_compile(_fn))
     support.record(SUPPORTED, "An nn.Module and a plain function both compile and match eager.")
 
 
@@ -106,11 +106,11 @@ def test_fullgraph(impl, support):
         torch._dynamo.graph_break()
         return y + 1
 
-    _runs(impl.torch_compile(_fn, fullgraph=True))
-    _runs(impl.torch_compile(with_break, fullgraph=False), with_break)
+    _runs(impl.backend().torch_compile(_fn, fullgraph=True))
+    _runs(impl.backend().torch_compile(with_break, fullgraph=False), with_break)
     impl.reset()
     with pytest.raises(torch._dynamo.exc.Unsupported):
-        impl.torch_compile(with_break, fullgraph=True)(_x())
+        impl.backend().torch_compile(with_break, fullgraph=True)(_x())
     support.record(SUPPORTED, "True and False. With True a graph break raises torch._dynamo.exc.Unsupported; "
                    "with False the function runs around the break.")
 
@@ -119,15 +119,15 @@ def test_fullgraph(impl, support):
 def test_dynamic(impl, support):
     def shapes_run(**kw):
         impl.reset()
-        impl.reset_graph_count()
-        compiled = impl.torch_compile(_fn, **kw)
+        impl.backend().reset_graph_count()
+        compiled = impl.backend().torch_compile(_fn, **kw)
         for n in (3, 5, 7):
             _runs(compiled, x=_x(n))
-        return impl.graph_count()
+        return impl.backend().graph_count()
 
     try:
         impl.reset()
-        _runs(impl.torch_compile(_fn, dynamic=True))
+        _runs(impl.backend().torch_compile(_fn, dynamic=True))
         rejected = None
     except Exception as exc:  # noqa: BLE001 - the probe reports whatever the implementation raised
         rejected = exc
@@ -141,9 +141,9 @@ def test_dynamic(impl, support):
 
 @support_marker("parameters", "backend")
 def test_backend(impl, support):
-    name = impl.backend_names()["compile"]
+    name = impl.backend().names()["compile"]
     listed = name in torch._dynamo.list_backends(exclude_tags=())
-    _runs(impl.torch_compile(_fn))
+    _runs(impl.backend().torch_compile(_fn))
     support.record(SUPPORTED if listed else PARTIAL,
                    f"'{name}'" + (" is registered with Dynamo (list_backends)." if listed else " works but is not listed by list_backends."))
 
@@ -154,7 +154,7 @@ def test_mode(impl, support):
     for mode in ("reduce-overhead", "max-autotune-no-cudagraphs"):
         impl.reset()
         with _captured() as messages:
-            _runs(impl.torch_compile(_fn, mode=mode))
+            _runs(impl.backend().torch_compile(_fn, mode=mode))
         if any(mode in m or "mode" in m for m in messages):
             warned.append(mode)
     if warned:
@@ -165,12 +165,12 @@ def test_mode(impl, support):
 
 @support_marker("parameters", "options")
 def test_options(impl, support):
-    _runs(impl.torch_compile(_fn, options=None))
+    _runs(impl.backend().torch_compile(_fn, options=None))
     impl.reset()
     outcome = ""
     with _captured() as messages:
         try:
-            _runs(impl.torch_compile(_fn, options={"conformance_unknown_key": 1}))
+            _runs(impl.backend().torch_compile(_fn, options={"conformance_unknown_key": 1}))
         except Exception as exc:  # noqa: BLE001
             outcome = f"rejected ({_first_line(exc)})"
     if not outcome:
@@ -178,7 +178,7 @@ def test_options(impl, support):
     impl.reset()
     wrong_type = ""
     try:
-        impl.torch_compile(_fn, options=["not", "a", "dict"])(_x())
+        impl.backend().torch_compile(_fn, options=["not", "a", "dict"])(_x())
         wrong_type = "a list is accepted"
     except Exception as exc:  # noqa: BLE001
         wrong_type = f"a list is rejected ({type(exc).__name__})"
@@ -188,7 +188,7 @@ def test_options(impl, support):
 
 @support_marker("parameters", "name")
 def test_name(impl, support):
-    _runs(impl.torch_compile(_fn, name="conformance_probe_region"))
+    _runs(impl.backend().torch_compile(_fn, name="conformance_probe_region"))
     try:
         api = _helper(impl, "get_dynamo_metrics")
     except NotSupported:  # propagation cannot be observed through this adapter
@@ -203,22 +203,22 @@ def test_name(impl, support):
 
 @support_marker("parameters", "disable")
 def test_disable(impl, support):
-    impl.reset_graph_count()
-    _runs(impl.torch_compile(_fn, disable=True))
-    assert impl.graph_count() == 0, "disable=True still compiled a graph"
+    impl.backend().reset_graph_count()
+    _runs(impl.backend().torch_compile(_fn, disable=True))
+    assert impl.backend().graph_count() == 0, "disable=True still compiled a graph"
     support.record(SUPPORTED, "True disables compilation: the function runs eagerly and nothing is compiled.",
                    compiles=False)
 
 
 @support_marker("parameters", "recompile_limit")
 def test_recompile_limit(impl, support):
-    impl.reset_graph_count()
-    compiled = impl.torch_compile(_fn, dynamic=False, recompile_limit=1)
+    impl.backend().reset_graph_count()
+    compiled = impl.backend().torch_compile(_fn, dynamic=False, recompile_limit=1)
     for n in (3, 5, 7):
         _runs(compiled, x=_x(n))
-    graphs = impl.graph_count()
+    graphs = impl.backend().graph_count()
     impl.reset()
-    strict = impl.torch_compile(_fn, dynamic=False, recompile_limit=1, fullgraph=True)
+    strict = impl.backend().torch_compile(_fn, dynamic=False, recompile_limit=1, fullgraph=True)
     strict(_x(3))
     raised = None
     try:
@@ -234,12 +234,12 @@ def test_recompile_limit(impl, support):
 
 @support_marker("parameters", "isolate_recompiles")
 def test_isolate_recompiles(impl, support):
-    impl.reset_graph_count()
-    a = impl.torch_compile(_fn, dynamic=False, recompile_limit=1, isolate_recompiles=True)
-    b = impl.torch_compile(_fn, dynamic=False, recompile_limit=1, isolate_recompiles=True)
+    impl.backend().reset_graph_count()
+    a = impl.backend().torch_compile(_fn, dynamic=False, recompile_limit=1, isolate_recompiles=True)
+    b = impl.backend().torch_compile(_fn, dynamic=False, recompile_limit=1, isolate_recompiles=True)
     _runs(a, x=_x(3))
     _runs(b, x=_x(5))
-    graphs = impl.graph_count()
+    graphs = impl.backend().graph_count()
     support.record(SUPPORTED if graphs == 2 else PARTIAL,
                    f"Compiles and runs; two isolated calls with limit 1 compiled {graphs} graph(s) for two shapes. "
                    "Independent tracking is not stress-tested.")
@@ -249,10 +249,10 @@ def test_isolate_recompiles(impl, support):
 def test_shapes_spec(impl, support):
     from torch.fx.experimental.dynamic_spec import ShapesSpec, ShapeVar, TensorSpec
 
-    _runs(impl.torch_compile(_fn, shapes_spec=ShapesSpec(params={"x": TensorSpec([None, None])})))
+    _runs(impl.backend().torch_compile(_fn, shapes_spec=ShapesSpec(params={"x": TensorSpec([None, None])})))
     impl.reset()
     try:
-        compiled = impl.torch_compile(_fn, shapes_spec=ShapesSpec(params={"x": TensorSpec([ShapeVar("n"), None])}))
+        compiled = impl.backend().torch_compile(_fn, shapes_spec=ShapesSpec(params={"x": TensorSpec([ShapeVar("n"), None])}))
         _runs(compiled, x=_x(6))
         support.record(SUPPORTED, "A static and a dynamic shape spec both compile and run.")
     except Exception as exc:  # noqa: BLE001
@@ -263,7 +263,7 @@ def test_shapes_spec(impl, support):
 
 
 def _api_probe(impl, support, api: str, body) -> None:
-    declared = impl.unsupported_compiler_apis().get(api)
+    declared = impl.backend().unsupported_compiler_apis().get(api)
     if declared is not None:
         support.record(UNSUPPORTED, declared)
         return
@@ -283,18 +283,18 @@ _RUNS_A_COPY = frozenset({"load_compiled_function"})
 
 
 def _compile_api(impl):
-    compiled = torch.compiler.compile(_fn, backend=impl.backend_names()["compile"])
+    compiled = torch.compiler.compile(_fn, backend=impl.backend().names()["compile"])
     _runs(compiled)
     return "torch.compiler.compile with this backend matches eager."
 
 
 def _reset_api(impl):
-    impl.reset_graph_count()
-    compiled = impl.torch_compile(_fn)
+    impl.backend().reset_graph_count()
+    compiled = impl.backend().torch_compile(_fn)
     compiled(_x())
     torch.compiler.reset()
     compiled(_x())
-    assert impl.graph_count() == 2
+    assert impl.backend().graph_count() == 2
     return "After reset the same call compiles again."
 
 
@@ -303,7 +303,7 @@ def _allow_in_graph_api(impl):
         return x * 3
 
     torch.compiler.allow_in_graph(helper)
-    _runs(impl.torch_compile(lambda x: helper(x) + 1), lambda x: helper(x) + 1)
+    _runs(impl.backend().torch_compile(lambda x: helper(x) + 1), lambda x: helper(x) + 1)
     return "A function allowed in the graph compiles and matches eager."
 
 
@@ -321,7 +321,7 @@ def _substitute_api(impl):
     def f(x):
         return x * operator.countOf([1, 2, 2], 2)
 
-    _runs(impl.torch_compile(f), f)
+    _runs(impl.backend().torch_compile(f), f)
     return "A builtin with a substituted polyfill compiles and matches eager."
 
 
@@ -333,12 +333,12 @@ def _assume_constant_api(impl):
     def f(x):
         return x * scale()
 
-    _runs(impl.torch_compile(f), f)
+    _runs(impl.backend().torch_compile(f), f)
     return "A function assumed constant is folded and the result matches eager."
 
 
 def _list_backends_api(impl):
-    name = impl.backend_names()["compile"]
+    name = impl.backend().names()["compile"]
     assert name in torch.compiler.list_backends(exclude_tags=())
     return f"'{name}' is listed."
 
@@ -351,46 +351,46 @@ def _disable_api(impl):
     def f(x):
         return torch.relu(x) + eager_part(x)
 
-    _runs(impl.torch_compile(f), f)
+    _runs(impl.backend().torch_compile(f), f)
     return "A disabled function runs eagerly inside a compiled one; the result matches."
 
 
 def _default_backend_api(impl):
-    name = impl.backend_names()["compile"]
+    name = impl.backend().names()["compile"]
     old = torch.compiler.get_default_backend()
     try:
         torch.compiler.set_default_backend(name)
         assert torch.compiler.get_default_backend() in (name, torch._dynamo.lookup_backend(name))
-        impl.reset_graph_count()
+        impl.backend().reset_graph_count()
         _runs(torch.compile(_fn))
-        assert impl.graph_count() == 1
+        assert impl.backend().graph_count() == 1
     finally:
         torch.compiler.set_default_backend(old)
     return "set_default_backend makes torch.compile() without a backend use this one; get_default_backend reports it."
 
 
 def _set_stance_api(impl):
-    compiled = impl.torch_compile(_fn)
-    impl.reset_graph_count()
+    compiled = impl.backend().torch_compile(_fn)
+    impl.backend().reset_graph_count()
     with torch.compiler.set_stance("force_eager"):
         _runs(compiled)
-    assert impl.graph_count() == 0
+    assert impl.backend().graph_count() == 0
     _runs(compiled)
-    assert impl.graph_count() == 1
+    assert impl.backend().graph_count() == 1
     return "force_eager skips compiling; the default stance compiles."
 
 
 def _guard_collectives_api(impl):
     old = torch.compiler.set_enable_guard_collectives(True)
     try:
-        _runs(impl.torch_compile(_fn))
+        _runs(impl.backend().torch_compile(_fn))
     finally:
         torch.compiler.set_enable_guard_collectives(old)
     return "Enabled, a single process compiles and runs."
 
 
 def _cudagraph_step_api(impl):
-    compiled = impl.torch_compile(_fn)
+    compiled = impl.backend().torch_compile(_fn)
     for _ in range(2):
         torch.compiler.cudagraph_mark_step_begin()
         _runs(compiled)
@@ -404,7 +404,7 @@ def _is_compiling_api(impl, which: str):
         return x + (1 if probe() else 0)
 
     x = _x()
-    out = impl.torch_compile(f)(x)
+    out = impl.backend().torch_compile(f)(x)
     expect_in_graph = which != "is_exporting"
     assert_close(out, x + (1 if expect_in_graph else 0))
     return f"Returns {expect_in_graph} inside the compiled region."
@@ -414,7 +414,7 @@ def _guard_filter_api(impl, which: str):
     def f(x):
         return torch.relu(x) * 2 + 1
 
-    _runs(impl.torch_compile(f, options={"guard_filter_fn": getattr(torch.compiler, which)}), f)
+    _runs(impl.backend().torch_compile(f, options={"guard_filter_fn": getattr(torch.compiler, which)}), f)
     return "Accepted as guard_filter_fn; compiles and runs."
 
 
@@ -426,7 +426,7 @@ def _nested_region_api(impl):
     def f(x):
         return block(x) + block(x + 1)
 
-    _runs(impl.torch_compile(f, fullgraph=True), f)
+    _runs(impl.backend().torch_compile(f, fullgraph=True), f)
     return "A region called twice compiles and matches eager."
 
 
@@ -434,7 +434,7 @@ def _cache_artifacts_api(impl):
     # save_cache_artifacts returns everything the process recorded so far; a fresh record keeps
     # the observation to this backend's own compile, whatever ran earlier in the same worker.
     with CacheArtifactManager.with_fresh_cache():
-        _runs(impl.torch_compile(_fn))
+        _runs(impl.backend().torch_compile(_fn))
         saved = torch.compiler.save_cache_artifacts()
     if saved is None:
         return "Callable; nothing was saved for this backend (no artifacts in PyTorch's cache)."
@@ -446,7 +446,7 @@ def _cache_artifacts_api(impl):
 
 
 def _load_compiled_api(impl, tmp_path):
-    compiled = impl.torch_compile(_fn, fullgraph=True)
+    compiled = impl.backend().torch_compile(_fn, fullgraph=True)
     x = _x()
     aot = compiled.aot_compile(((x,), {}))
     path = tmp_path / "fn.bin"
@@ -465,7 +465,7 @@ def _wrap_numpy_api(impl):
         return np.maximum(a, 0) * 2 + 1
 
     x = _x()
-    assert_close(impl.torch_compile(f)(x), _fn(x))
+    assert_close(impl.backend().torch_compile(f)(x), _fn(x))
     return "A NumPy function wrapped for tensors compiles and matches eager."
 
 
@@ -518,12 +518,12 @@ def _break_probe(impl, fn, x, *, op: str) -> tuple[int, str]:
     ``Unsupported`` message under fullgraph=True ('' when it compiled)."""
     contract = {"gb_type": forced_graph_break(impl, "gb_type")}
     impl.reset()
-    impl.reset_graph_count()
-    assert_close(impl.torch_compile(fn)(x), fn(x))
-    graphs = impl.graph_count()
+    impl.backend().reset_graph_count()
+    assert_close(impl.backend().torch_compile(fn)(x), fn(x))
+    graphs = impl.backend().graph_count()
     impl.reset()
     try:
-        impl.torch_compile(fn, fullgraph=True)(x)
+        impl.backend().torch_compile(fn, fullgraph=True)(x)
         return graphs, ""
     except torch._dynamo.exc.Unsupported as exc:
         assert exc.gb_type == contract["gb_type"], f"gb_type {exc.gb_type!r}"
@@ -535,15 +535,15 @@ def _no_break_probe(impl, fn, x) -> tuple[int, str]:
     """Graphs compiled with fullgraph=True (result checked against eager) and '' when it compiled
     without a break, else what went wrong."""
     impl.reset()
-    impl.reset_graph_count()
+    impl.backend().reset_graph_count()
     try:
-        got = impl.torch_compile(fn, fullgraph=True)(x)
+        got = impl.backend().torch_compile(fn, fullgraph=True)(x)
     except torch._dynamo.exc.Unsupported:
-        return impl.graph_count(), "raised Unsupported"
+        return impl.backend().graph_count(), "raised Unsupported"
     except Exception as exc:  # noqa: BLE001 - no break was forced; the compiler then had its say
-        return impl.graph_count(), f"was not broken, and the compile failed ({type(exc).__name__})"
+        return impl.backend().graph_count(), f"was not broken, and the compile failed ({type(exc).__name__})"
     assert_close(got, fn(x))
-    return impl.graph_count(), ""
+    return impl.backend().graph_count(), ""
 
 
 @support_marker("graph_breaks", "torch.sort, torch.argsort")
@@ -614,7 +614,7 @@ def test_grouped_mm_breaks(impl, support):
     offs = torch.tensor([4, 8], dtype=torch.int32)
     impl.reset()
     try:
-        impl.torch_compile(f, fullgraph=True)(a, b, offs)
+        impl.backend().torch_compile(f, fullgraph=True)(a, b, offs)
         support.record(UNSUPPORTED, "grouped_mm compiled without a break.")
     except torch._dynamo.exc.Unsupported as exc:
         ok = exc.gb_type == gb_type and "grouped_mm" in str(exc)
@@ -655,7 +655,7 @@ def _rejects_bad_bool(impl, monkeypatch, name: str) -> str:
     monkeypatch.setenv(name, "maybe")
     impl.reset()
     try:
-        impl.torch_compile(_fn)(_x())
+        impl.backend().torch_compile(_fn)(_x())
     except Exception as exc:  # noqa: BLE001
         named = name in str(exc)
         return "an invalid value raises naming the variable" if named else f"an invalid value raises ({type(exc).__name__})"
@@ -675,13 +675,13 @@ def test_var_fallback(impl, support, monkeypatch):
     monkeypatch.setenv("NEURON_CC_FLAGS", "--conformance-no-such-flag")
     raised = None
     try:
-        impl.torch_compile(_fn)(_x())
+        impl.backend().torch_compile(_fn)(_x())
     except Exception as exc:  # noqa: BLE001
         raised = exc
     impl.reset()
     monkeypatch.setenv(name, "0")
     with _captured() as messages:
-        _runs(impl.torch_compile(_fn))
+        _runs(impl.backend().torch_compile(_fn))
     warned = any("eager" in m for m in messages)
     bad = _rejects_bad_bool(impl, monkeypatch, name)
     ok = raised is not None and warned
@@ -691,7 +691,7 @@ def test_var_fallback(impl, support, monkeypatch):
 
 
 def _globs(impl) -> dict[str, str]:
-    globs = dict(impl.debug_artifact_globs())
+    globs = dict(impl.backend().debug_artifact_globs())
     if not globs:
         raise NotSupported(f"{impl.name} names no debug artifacts (debug_artifact_globs() is empty)")
     return globs
@@ -703,7 +703,7 @@ def test_var_debug_dir(impl, support, monkeypatch, tmp_path):
     globs = _globs(impl)
     monkeypatch.setenv("TORCH_NEURONX_DEBUG_DIR", str(tmp_path))
     monkeypatch.setenv("TORCH_NEURONX_PRESERVE_COMPILATION_ARTIFACTS", "1")
-    _runs(impl.torch_compile(_fn))
+    _runs(impl.backend().torch_compile(_fn))
     found = {kind: sorted(glob.glob(str(tmp_path / pattern))) for kind, pattern in globs.items()}
     missing = [k for k, v in found.items() if not v]
     support.record(SUPPORTED if not missing else PARTIAL,
@@ -717,7 +717,7 @@ def test_var_preserve(impl, support, monkeypatch, tmp_path):
     globs = _globs(impl)
     monkeypatch.setenv("TORCH_NEURONX_DEBUG_DIR", str(tmp_path))
     monkeypatch.setenv("TORCH_NEURONX_PRESERVE_COMPILATION_ARTIFACTS", "1")
-    _runs(impl.torch_compile(_fn))
+    _runs(impl.backend().torch_compile(_fn))
     kept = all(glob.glob(str(tmp_path / p)) for p in globs.values())
     bad = _rejects_bad_bool(impl, monkeypatch, "TORCH_NEURONX_PRESERVE_COMPILATION_ARTIFACTS")
     support.record(SUPPORTED if kept else PARTIAL,
@@ -730,19 +730,25 @@ def test_var_compile_only(impl, support, monkeypatch):
     default = _declared(impl, "TORCH_NEURONX_COMPILE_ONLY")
     api = _helper(impl, "compile_only")
     monkeypatch.setenv("TORCH_NEURONX_COMPILE_ONLY", "1")
-    impl.reset_graph_count()
-    _runs(impl.torch_compile(_fn))
-    by_var = impl.graph_count()
+    impl.backend().reset_graph_count()
+    with impl.evidence() as by_var_ev:
+        _runs(impl.backend().torch_compile(_fn))
+    by_var = impl.backend().graph_count()
     monkeypatch.delenv("TORCH_NEURONX_COMPILE_ONLY")
     impl.reset()
-    impl.reset_graph_count()
-    with api.compile_only():
-        _runs(impl.torch_compile(_fn))
-    by_ctx = impl.graph_count()
+    impl.backend().reset_graph_count()
+    with api.compile_only(), impl.evidence() as by_ctx_ev:
+        _runs(impl.backend().torch_compile(_fn))
+    by_ctx = impl.backend().graph_count()
+    # compiled, never run: runs of the compiled path, where the implementation reports them, stay 0
+    ran = (by_var_ev.ran, by_ctx_ev.ran)
     bad = _rejects_bad_bool(impl, monkeypatch, "TORCH_NEURONX_COMPILE_ONLY")
-    support.record(SUPPORTED if by_var == by_ctx == 1 else PARTIAL, expects_fallback=True, notes=
+    ok = by_var == by_ctx == 1 and not any(ran)
+    support.record(SUPPORTED if ok else PARTIAL, expects_fallback=True, notes=
                    f"Default {default}. With 1, and inside compile_only(), the graph is compiled ({by_var} and {by_ctx} graph) "
-                   f"and the call still returns the eager result; {bad}.")
+                   f"and the call still returns the eager result; {bad}."
+                   + ("" if not any(ran) else f" But the compiled path ran ({ran[0]} times with the variable, "
+                                              f"{ran[1]} inside compile_only())."))
 
 
 @_var_probe("TORCH_NEURONX_DYNAMO_DISABLE_CPU_AUTOCOPY")
@@ -750,10 +756,10 @@ def test_var_autocopy(impl, support, monkeypatch):
     default = _declared(impl, "TORCH_NEURONX_DYNAMO_DISABLE_CPU_AUTOCOPY")
     api = _helper(impl, "to_device")
     x = _x()
-    _runs(impl.torch_compile(_fn), x=x)
+    _runs(impl.backend().torch_compile(_fn), x=x)
     impl.reset()
     monkeypatch.setenv("TORCH_NEURONX_DYNAMO_DISABLE_CPU_AUTOCOPY", "1")
-    compiled = impl.torch_compile(_fn)
+    compiled = impl.backend().torch_compile(_fn)
     raised = None
     try:
         compiled(x)
@@ -770,10 +776,10 @@ def test_var_retain_device(impl, support, monkeypatch):
     default = _declared(impl, "TORCH_NEURONX_RETAIN_DEVICE_MODE")
     api = _helper(impl, "is_device_tensor")
     x = _x()
-    on_device = api.is_device_tensor(impl.torch_compile(_fn)(x))
+    on_device = api.is_device_tensor(impl.backend().torch_compile(_fn)(x))
     impl.reset()
     monkeypatch.setenv("TORCH_NEURONX_RETAIN_DEVICE_MODE", "1")
-    retained = not api.is_device_tensor(impl.torch_compile(_fn)(x))
+    retained = not api.is_device_tensor(impl.backend().torch_compile(_fn)(x))
     support.record(SUPPORTED if on_device and retained else PARTIAL,
                    f"Default {default}: outputs are device tensors ({on_device}). With 1 outputs keep the host placement "
                    f"of host arguments ({retained}).")
@@ -783,11 +789,11 @@ def test_var_retain_device(impl, support, monkeypatch):
 def test_var_target(impl, support, monkeypatch):
     _declared(impl, "NEURON_PLATFORM_TARGET_OVERRIDE")
     monkeypatch.setenv("NEURON_PLATFORM_TARGET_OVERRIDE", "trn3")
-    _runs(impl.torch_compile(_fn))
+    _runs(impl.backend().torch_compile(_fn))
     impl.reset()
     monkeypatch.setenv("NEURON_PLATFORM_TARGET_OVERRIDE", "conformance-no-such-target")
     try:
-        impl.torch_compile(_fn)(_x())
+        impl.backend().torch_compile(_fn)(_x())
         bad = "an unknown target is accepted"
     except Exception as exc:  # noqa: BLE001
         bad = "an unknown target raises" + (" naming the variable" if "NEURON_PLATFORM_TARGET_OVERRIDE" in str(exc) else "")
@@ -798,11 +804,11 @@ def test_var_target(impl, support, monkeypatch):
 def test_var_cc_flags(impl, support, monkeypatch):
     default = _declared(impl, "NEURON_CC_FLAGS")
     monkeypatch.setenv("NEURON_CC_FLAGS", "-O1")
-    _runs(impl.torch_compile(_fn))
+    _runs(impl.backend().torch_compile(_fn))
     impl.reset()
     monkeypatch.setenv("NEURON_CC_FLAGS", "--conformance-no-such-flag")
     try:
-        impl.torch_compile(_fn)(_x())
+        impl.backend().torch_compile(_fn)(_x())
         seen = "an unknown flag is accepted"
         status = PARTIAL
     except Exception as exc:  # noqa: BLE001
@@ -826,7 +832,7 @@ def test_var_nki_sdpa(impl, support, monkeypatch):
         monkeypatch.setenv("TORCH_NEURONX_ENABLE_NKI_SDPA", value)
         impl.reset()
         api.reset_dynamo_metrics()
-        assert_close(impl.torch_compile(attn)(q, k, v), attn(q, k, v))
+        assert_close(impl.backend().torch_compile(attn)(q, k, v), attn(q, k, v))
         results[value] = [m.graph_id for m in api.get_dynamo_metrics()]
     differs = results["1"] != results["0"]
     support.record(SUPPORTED if differs else PARTIAL,
@@ -852,7 +858,7 @@ def test_var_metric_tables(impl, support, monkeypatch, tmp_path):
     _declared(impl, "TORCH_NEURONX_ENABLED_METRIC_TABLES")
     monkeypatch.setenv("TORCH_NEURONX_ENABLED_METRIC_TABLES", "graph_stats")
     monkeypatch.setenv("TORCH_NEURONX_METRICS_DIR", str(tmp_path / "metrics"))
-    _runs(impl.torch_compile(_fn))
+    _runs(impl.backend().torch_compile(_fn))
     files = sorted(p for p in os.listdir(tmp_path / "metrics")) if (tmp_path / "metrics").is_dir() else []
     rows = []
     if "graph_stats.csv" in files:
@@ -867,7 +873,7 @@ def test_var_metrics_dir(impl, support, monkeypatch, tmp_path):
     target = tmp_path / "not" / "yet"
     monkeypatch.setenv("TORCH_NEURONX_ENABLED_METRIC_TABLES", "graph_stats")
     monkeypatch.setenv("TORCH_NEURONX_METRICS_DIR", str(target))
-    _runs(impl.torch_compile(_fn))
+    _runs(impl.backend().torch_compile(_fn))
     written = (target / "graph_stats.csv").is_file()
     support.record(SUPPORTED if written else PARTIAL,
                    f"Default {default!r}. A directory that does not exist yet is created and the table written there ({written}).")
@@ -888,7 +894,7 @@ def test_set_model_name(impl, support, monkeypatch, tmp_path):
     try:
         api.set_model_name("../escape/probe")
         api.reset_dynamo_metrics()
-        _runs(impl.torch_compile(_fn))
+        _runs(impl.backend().torch_compile(_fn))
         names = [m.graph_name for m in api.get_dynamo_metrics()]
     finally:
         api.set_model_name(before)
@@ -918,7 +924,7 @@ def test_get_rank(impl, support):
 def test_get_dynamo_metrics(impl, support):
     api = _helper(impl, "get_dynamo_metrics", "reset_dynamo_metrics")
     api.reset_dynamo_metrics()
-    _runs(impl.torch_compile(_fn))
+    _runs(impl.backend().torch_compile(_fn))
     records = api.get_dynamo_metrics()
     assert len(records) == 1
     m = records[0]
@@ -934,7 +940,7 @@ def test_get_dynamo_metrics(impl, support):
 @support_marker("helper_api", "reset_dynamo_metrics()")
 def test_reset_dynamo_metrics(impl, support):
     api = _helper(impl, "reset_dynamo_metrics", "get_dynamo_metrics")
-    _runs(impl.torch_compile(_fn))
+    _runs(impl.backend().torch_compile(_fn))
     api.reset_dynamo_metrics()
     support.record(SUPPORTED if api.get_dynamo_metrics() == [] else PARTIAL, "Clears the records.")
 
@@ -944,7 +950,7 @@ def test_neff_compilation_error(impl, support, monkeypatch):
     api = _helper(impl, "NEFFCompilationError")
     monkeypatch.setenv("NEURON_CC_FLAGS", "--conformance-no-such-flag")
     try:
-        impl.torch_compile(_fn)(_x())
+        impl.backend().torch_compile(_fn)(_x())
         support.record(PARTIAL, "Exported, but a compiler failure did not raise it.")
     except api.NEFFCompilationError as exc:
         support.record(SUPPORTED, f"Raised when the compiler fails ({type(exc).__name__}); subclass of Exception.")

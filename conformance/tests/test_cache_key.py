@@ -92,20 +92,20 @@ def hlos(impl) -> list[str]:
 
 def _explain(impl, a: dict, b: dict) -> str:
     try:
-        _, da = impl.cache_hash(**a, breakdown=True)
-        _, db = impl.cache_hash(**b, breakdown=True)
+        _, da = impl.cache().hash(**a, breakdown=True)
+        _, db = impl.cache().hash(**b, breakdown=True)
     except Exception as exc:  # the breakdown is a debugging aid; never mask the real failure
         return f"(no breakdown: {exc})"
     return "breakdown A:\n" + json.dumps(da, indent=1, default=str)[:3000] + "\nbreakdown B:\n" + json.dumps(db, indent=1, default=str)[:3000]
 
 
 def _same(impl, a: dict, b: dict, why: str) -> None:
-    ka, kb = impl.cache_hash(**a), impl.cache_hash(**b)
+    ka, kb = impl.cache().hash(**a), impl.cache().hash(**b)
     assert ka == kb, f"{why}: keys differ ({ka} vs {kb})\n{_explain(impl, a, b)}"
 
 
 def _differ(impl, a: dict, b: dict, why: str) -> None:
-    ka, kb = impl.cache_hash(**a), impl.cache_hash(**b)
+    ka, kb = impl.cache().hash(**a), impl.cache().hash(**b)
     assert ka != kb, f"{why}: keys collide ({ka})\n{_explain(impl, a, b)}"
 
 
@@ -122,9 +122,9 @@ PROPS = settings(max_examples=60)
 @given(groups=flag_groups(), specs=tensor_specs(), which=st.integers(0, 1))
 def test_the_key_is_32_lowercase_hex_and_repeatable(impl, hlos, groups, specs, which):
     case = _case(hlos[which], _tokens(groups), specs)
-    key = impl.cache_hash(**case)
+    key = impl.cache().hash(**case)
     assert re.fullmatch(r"[0-9a-f]{32}", key), key
-    assert impl.cache_hash(**case) == key
+    assert impl.cache().hash(**case) == key
 
 
 # --- invariances -------------------------------------------------------------------------------------
@@ -210,7 +210,7 @@ def test_values_stay_paired_with_their_flags(impl, hlos, specs, data):
 
 def test_the_target_changes_the_key(impl, hlos):
     specs = [("float32", (4, 32), (32, 1))]
-    keys = {impl.cache_hash(hlos[0], ["--target", t], specs) for t in ("trn1", "inf2", "trn2", "trn3")}
+    keys = {impl.cache().hash(hlos[0], ["--target", t], specs) for t in ("trn1", "inf2", "trn2", "trn3")}
     assert len(keys) == 4
 
 
@@ -300,7 +300,7 @@ def test_keys_are_identical_across_fresh_processes_seeds_directories_and_ranks(i
     cases = _batch(hlos)
     inp = tmp_path / "cases.json"
     inp.write_text(json.dumps(cases))
-    expected = [impl.cache_hash(c["hlo"], c["compiler_args"], [tuple(s) for s in c["input_specs"]],
+    expected = [impl.cache().hash(c["hlo"], c["compiler_args"], [tuple(s) for s in c["input_specs"]],
                                 replica_groups=c["replica_groups"]) for c in cases]
     runs = {
         "seed0-rank0": {"PYTHONHASHSEED": "0", "RANK": "0", "LOCAL_RANK": "0", "NEURON_RT_VISIBLE_CORES": "0"},

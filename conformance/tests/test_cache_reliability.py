@@ -3,7 +3,7 @@ directories that cannot be written.
 
 Every process here is a real process of its own (``conformance/tests/_cache_child.py``) that compiles
 and runs the ``mlp`` fixture through the adapter, with every cache kept under a directory the test
-hands out (``impl.cache_env(root)``). The processes fork from a server that has imported torch
+hands out (``impl.cache().env(root)``). The processes fork from a server that has imported torch
 and nothing of the implementation (``conformance/harness/forkserver.py``: about 4 s less per process); one
 that needs what only a fresh interpreter gives (its own ``PYTHONHASHSEED``) starts as a fresh
 interpreter. Nothing is simulated: kills are SIGKILL to the process group,
@@ -109,8 +109,8 @@ class Child:
 @pytest.fixture(autouse=True)
 def _cache_capabilities(impl, tmp_path):
     """Skip (with the reason) before starting processes when the adapter lacks what they use."""
-    impl.cache_env(str(tmp_path / "probe"))
-    impl.compiler_invocations()
+    impl.cache().env(str(tmp_path / "probe"))
+    impl.cache().compiler_invocations()
 
 
 @pytest.fixture(scope="module")
@@ -146,7 +146,7 @@ def _wait_for(predicate, timeout: float, what: str, child: Child | None = None):
 
 
 def _holding(impl, root, pid):
-    return [c for c in impl.compiles_in_progress(str(root)) if c["pid"] == pid]
+    return [c for c in impl.cache().compiles_in_progress(str(root)) if c["pid"] == pid]
 
 
 # --- eight processes, one key -------------------------------------------------------------------
@@ -157,7 +157,7 @@ RACERS = 8
 def test_eight_processes_on_one_key_compile_once(impl, pytestconfig, tmp_path, expected):
     spec = _spec(pytestconfig)
     root = tmp_path / "cache"
-    env = impl.cache_env(str(root))
+    env = impl.cache().env(str(root))
     barrier = tmp_path / "go"
     children = [Child(spec, env, tmp_path / f"racer{i}.json", barrier=barrier) for i in range(RACERS)]
     try:
@@ -174,10 +174,10 @@ def test_eight_processes_on_one_key_compile_once(impl, pytestconfig, tmp_path, e
         f"compiler invocations per racer: {[r['compiler_invocations'] for r in results]}"
     )
     assert all(r["outputs"] == results[0]["outputs"] for r in results), "racers' outputs are not identical"
-    assert len(impl.cache_keys(str(root))) == 1
-    assert impl.cache_scratch(str(root)) == [], "partial files left behind"
+    assert len(impl.cache().keys(str(root))) == 1
+    assert impl.cache().scratch(str(root)) == [], "partial files left behind"
     # The published entry is whole: a further process loads it with a cache hit demanded.
-    late = Child(spec, impl.cache_env(str(root), assert_hit=True), tmp_path / "late.json").result()
+    late = Child(spec, impl.cache().env(str(root), assert_hit=True), tmp_path / "late.json").result()
     _check_outputs(late, expected, "a ninth process")
     assert late["compiler_invocations"] == 0
 
@@ -203,7 +203,7 @@ def test_sigkill_mid_compile_never_leaves_a_loadable_partial_entry(impl, pytestc
         attempt += 1
         assert attempt <= 3 * len(delays), f"only {kills} kills landed in {attempt - 1} attempts"
         root = tmp_path / f"kill{attempt}"
-        env = impl.cache_env(str(root))
+        env = impl.cache().env(str(root))
         victim = Child(spec, env, tmp_path / f"victim{attempt}.json")
         _wait_for(lambda: _holding(impl, root, victim.pid), CHILD_TIMEOUT, "victim starts compiling", victim)
         time.sleep(delays[kills] if attempt <= len(delays) else 0.0)
@@ -211,14 +211,14 @@ def test_sigkill_mid_compile_never_leaves_a_loadable_partial_entry(impl, pytestc
         if victim.proc.returncode != -signal.SIGKILL:
             continue  # it finished before the kill landed; try again with a fresh cache
         kills += 1
-        keys = impl.cache_keys(str(root))
+        keys = impl.cache().keys(str(root))
         published_before_kill += bool(keys)
         follow = Child(spec, env, tmp_path / f"follow{attempt}.json").result()
         _check_outputs(follow, expected, f"the run after kill {kills}")
         # Nothing published: the next run compiles. Published before the kill: it must be whole.
         assert follow["compiler_invocations"] == (0 if keys else 1), f"kill {kills}: keys before {keys}"
-        assert len(impl.cache_keys(str(root))) == 1
-        assert impl.cache_scratch(str(root)) == [], f"kill {kills}: leftovers of the killed writer remain"
+        assert len(impl.cache().keys(str(root))) == 1
+        assert impl.cache().scratch(str(root)) == [], f"kill {kills}: leftovers of the killed writer remain"
     assert kills == len(delays)
     print(f"kills survived: {kills} ({published_before_kill} after the entry was published)")
 
@@ -230,10 +230,10 @@ def test_a_lock_wait_shorter_than_the_compile_raises_the_timeout_error(impl, pyt
     spec = _spec(pytestconfig)
     for attempt in range(3):
         root = tmp_path / f"lock{attempt}"
-        holder = Child(spec, impl.cache_env(str(root)), tmp_path / f"holder{attempt}.json")
+        holder = Child(spec, impl.cache().env(str(root)), tmp_path / f"holder{attempt}.json")
         held = _wait_for(lambda: _holding(impl, root, holder.pid), CHILD_TIMEOUT, "holder starts compiling", holder)
         os.killpg(holder.pid, signal.SIGSTOP)  # a compile that takes longer than the waiter waits
-        if _holding(impl, root, holder.pid) and not impl.cache_keys(str(root)):
+        if _holding(impl, root, holder.pid) and not impl.cache().keys(str(root)):
             break
         os.killpg(holder.pid, signal.SIGCONT)
         holder.result()
@@ -241,7 +241,7 @@ def test_a_lock_wait_shorter_than_the_compile_raises_the_timeout_error(impl, pyt
         pytest.fail("could not stop a holder while it held the lock")
     key = held[0]["key"]
     try:
-        waiter = Child(spec, impl.cache_env(str(root), lock_timeout_s=2), tmp_path / "waiter.json").result()
+        waiter = Child(spec, impl.cache().env(str(root), lock_timeout_s=2), tmp_path / "waiter.json").result()
     finally:
         os.killpg(holder.pid, signal.SIGCONT)
     assert waiter["rc"] != 0 and "error" in waiter, "the waiter did not report the timeout"
@@ -250,7 +250,7 @@ def test_a_lock_wait_shorter_than_the_compile_raises_the_timeout_error(impl, pyt
     assert str(holder.pid) in message, f"the timeout error does not name the holder (pid {holder.pid}): {message}"
     assert waiter["compiler_invocations"] == 0
     _check_outputs(holder.result(), expected, "the holder, resumed")
-    assert impl.cache_keys(str(root)) == [key]
+    assert impl.cache().keys(str(root)) == [key]
 
 
 # --- damaged entries --------------------------------------------------------------------------------
@@ -261,9 +261,9 @@ DAMAGE = ["truncate_artifact", "flip_artifact_byte", "truncate_metadata", "garbl
 @pytest.fixture(scope="module")
 def warm_cache(impl, pytestconfig, tmp_path_factory, expected):
     root = tmp_path_factory.mktemp("warm") / "cache"
-    result = Child(_spec(pytestconfig), impl.cache_env(str(root)), root.parent / "warm.json").result()
+    result = Child(_spec(pytestconfig), impl.cache().env(str(root)), root.parent / "warm.json").result()
     _check_outputs(result, expected, "warm-up")
-    keys = impl.cache_keys(str(root))
+    keys = impl.cache().keys(str(root))
     assert len(keys) == 1, f"one compiled graph published {len(keys)} entries: {keys}"
     return root, keys[0]
 
@@ -275,7 +275,7 @@ def entry_file(impl, root, key: str, role: int) -> str:
     """The file of ``key``'s entry with ``role``, as the adapter describes the entry
     (``cache_entry_files``: the compiled artifact first, then its metadata, then any others). An
     entry described by fewer files (``[]``: not described) is an honest answer: the test skips."""
-    files = list(impl.cache_entry_files(str(root), key))
+    files = list(impl.cache().entry_files(str(root), key))
     if len(files) <= role:
         raise NotSupported(f"{impl.name} describes its cache entries by {len(files)} file(s), so the entry's "
                            f"{('artifact', 'metadata')[role]} file cannot be named (cache_entry_files)")
@@ -299,12 +299,12 @@ def test_a_damaged_entry_is_never_executed_and_is_recompiled(impl, pytestconfig,
         os.truncate(metadata, os.path.getsize(metadata) // 2)
     else:
         open(metadata, "wb").write(b"\x00garbage\xff" * 10)
-    result = Child(_spec(pytestconfig), impl.cache_env(str(root)), tmp_path / "after.json").result()
+    result = Child(_spec(pytestconfig), impl.cache().env(str(root)), tmp_path / "after.json").result()
     _check_outputs(result, expected, f"the run after {damage}")
     assert result["compiler_invocations"] == 1, "the damaged entry was used instead of recompiled"
     assert any(key in w for w in result["warnings"]), f"no warning names the evicted key: {result['warnings']}"
-    assert impl.cache_keys(str(root)) == [key]
-    again = Child(_spec(pytestconfig), impl.cache_env(str(root), assert_hit=True), tmp_path / "again.json").result()
+    assert impl.cache().keys(str(root)) == [key]
+    again = Child(_spec(pytestconfig), impl.cache().env(str(root), assert_hit=True), tmp_path / "again.json").result()
     _check_outputs(again, expected, "the run after the recompile")
 
 
@@ -313,7 +313,7 @@ def test_an_undamaged_moved_cache_still_hits(impl, pytestconfig, tmp_path, warm_
     root = tmp_path / "elsewhere" / "cache"
     shutil.copytree(src, root)
     result = Child(
-        _spec(pytestconfig), impl.cache_env(str(root), assert_hit=True), tmp_path / "moved.json", cwd=str(tmp_path)
+        _spec(pytestconfig), impl.cache().env(str(root), assert_hit=True), tmp_path / "moved.json", cwd=str(tmp_path)
     ).result()
     _check_outputs(result, expected, "a process using a moved cache from another directory")
     assert result["compiler_invocations"] == 0
@@ -356,7 +356,7 @@ def test_an_unwritable_cache_dir_compiles_without_caching_or_fails_clearly(impl,
     root = tmp_path / "cache"
     with _unwritable(neff, how):
         before = sorted(os.listdir(neff))
-        result = Child(_spec(pytestconfig), impl.cache_env(str(root), neff_dir=str(neff)), tmp_path / "ro.json").result()
+        result = Child(_spec(pytestconfig), impl.cache().env(str(root), neff_dir=str(neff)), tmp_path / "ro.json").result()
         after = sorted(os.listdir(neff))
     assert after == before, f"the {how} directory was changed: {after}"
     if result["rc"] == 0:
@@ -372,13 +372,13 @@ def test_a_read_only_warm_cache_still_serves_hits(impl, pytestconfig, tmp_path, 
     adapter's documented switch, whatever the layout inside); made read-only, the directory still
     serves the next process, which must hit."""
     root, artifacts = tmp_path / "cache", tmp_path / "artifacts"
-    warm = Child(_spec(pytestconfig), impl.cache_env(str(root), neff_dir=str(artifacts)), tmp_path / "warm.json").result()
+    warm = Child(_spec(pytestconfig), impl.cache().env(str(root), neff_dir=str(artifacts)), tmp_path / "warm.json").result()
     _check_outputs(warm, expected, "the warm-up into its own artifact directory")
     assert artifacts.is_dir() and any(artifacts.iterdir()), (
         f"cache_env(neff_dir={str(artifacts)!r}) kept nothing in that directory")
     with _unwritable(artifacts, "read_only"):
         result = Child(
-            _spec(pytestconfig), impl.cache_env(str(root), neff_dir=str(artifacts), assert_hit=True),
+            _spec(pytestconfig), impl.cache().env(str(root), neff_dir=str(artifacts), assert_hit=True),
             tmp_path / "rw.json",
         ).result()
     _check_outputs(result, expected, "a hit from a read-only cache")
@@ -433,7 +433,7 @@ def test_a_compile_that_fails_holding_the_lock_releases_it(impl, pytestconfig, t
     spec = _spec(pytestconfig)
     for attempt in range(4):
         root = tmp_path / f"failed{attempt}"
-        env = impl.cache_env(str(root), lock_timeout_s=LOCK_WAIT_S)
+        env = impl.cache().env(str(root), lock_timeout_s=LOCK_WAIT_S)
         out, pause = tmp_path / f"first{attempt}.json", tmp_path / f"pause{attempt}"
         first = Child(spec, env, out, attempts=2, pause=pause)
         killed = _kill_the_compiler(impl, root, first, f"{out}.attempt0")
@@ -449,7 +449,7 @@ def test_a_compile_that_fails_holding_the_lock_releases_it(impl, pytestconfig, t
         assert failed["compiler_invocations"] == 1, failed
         # Another process, same key and same lock directory (its artifacts elsewhere, so that the
         # first process's own retry below still has to compile).
-        other_env = impl.cache_env(str(root), lock_timeout_s=LOCK_WAIT_S, neff_dir=str(root / "other-neff"))
+        other_env = impl.cache().env(str(root), lock_timeout_s=LOCK_WAIT_S, neff_dir=str(root / "other-neff"))
         started = time.monotonic()
         other = Child(spec, other_env, tmp_path / "other.json").result()
         _check_outputs(other, expected, "another process retrying the graph whose compile failed")
@@ -478,7 +478,7 @@ def test_a_write_cut_short_leaves_nothing_under_the_key(impl, pytestconfig, tmp_
     spec = _spec(pytestconfig)
     for attempt in range(4):
         root = tmp_path / f"cut{attempt}"
-        child = Child(spec, impl.cache_env(str(root)), tmp_path / f"cut{attempt}.json")
+        child = Child(spec, impl.cache().env(str(root)), tmp_path / f"cut{attempt}.json")
         compilers = _the_compiler(impl, root, child, lambda: child.proc.poll() is not None)
         if compilers:
             _, hard = resource.prlimit(child.pid, resource.RLIMIT_FSIZE)
@@ -493,14 +493,14 @@ def test_a_write_cut_short_leaves_nothing_under_the_key(impl, pytestconfig, tmp_
         _check_outputs(cut, expected, f"a compile whose process may not write files over {limit} bytes")
     said = "\n".join([*cut["warnings"], cut.get("error", {}).get("message", "")])
     assert str(root) in said, f"the failed write was not reported with the cache directory: {said[:2000]}"
-    assert impl.cache_keys(str(root)) == [], "an entry was published although its write was cut short"
-    partial = [p for p in impl.cache_entry_files(str(root), key) if os.path.exists(p)]
+    assert impl.cache().keys(str(root)) == [], "an entry was published although its write was cut short"
+    partial = [p for p in impl.cache().entry_files(str(root), key) if os.path.exists(p)]
     assert partial == [], f"a write cut short at {limit} bytes left {partial} under the key"
-    assert impl.cache_scratch(str(root)) == [], "the cut-short write left its temporary files"
-    follow = Child(spec, impl.cache_env(str(root)), tmp_path / "follow.json").result()
+    assert impl.cache().scratch(str(root)) == [], "the cut-short write left its temporary files"
+    follow = Child(spec, impl.cache().env(str(root)), tmp_path / "follow.json").result()
     _check_outputs(follow, expected, "the run after the cut-short write")
     assert follow["compiler_invocations"] == 1
-    assert impl.cache_keys(str(root)) == [key]
+    assert impl.cache().keys(str(root)) == [key]
 
 
 # --- planted entries: checksums catch damage, only a secret catches intent -----------------------------
@@ -513,18 +513,18 @@ def other_artifact(impl, pytestconfig, tmp_path_factory, expected) -> bytes:
     """A real, loadable artifact of the same graph built with other arguments: what someone who can
     write the cache folder could put in place of an entry's artifact."""
     root = tmp_path_factory.mktemp("other") / "cache"
-    result = Child(_spec(pytestconfig), impl.cache_env(str(root)), root.parent / "o3.json",
+    result = Child(_spec(pytestconfig), impl.cache().env(str(root)), root.parent / "o3.json",
                    options={"compiler_args": ["-O3"]}).result()
     _check_outputs(result, expected, "the -O3 build")
-    (key,) = impl.cache_keys(str(root))
-    with open(impl.cache_entry_files(str(root), key)[0], "rb") as fh:
+    (key,) = impl.cache().keys(str(root))
+    with open(impl.cache().entry_files(str(root), key)[0], "rb") as fh:
         return fh.read()
 
 
 def _warm(impl, pytestconfig, root, expected, **env) -> str:
-    result = Child(_spec(pytestconfig), impl.cache_env(str(root), **env), root.parent / "warm.json").result()
+    result = Child(_spec(pytestconfig), impl.cache().env(str(root), **env), root.parent / "warm.json").result()
     _check_outputs(result, expected, "warm-up")
-    (key,) = impl.cache_keys(str(root))
+    (key,) = impl.cache().keys(str(root))
     return key
 
 
@@ -533,27 +533,27 @@ def test_without_a_secret_a_planted_entry_is_served(impl, pytestconfig, tmp_path
     check there is without a secret. A shared cache folder is shared code execution."""
     root = tmp_path / "cache"
     key = _warm(impl, pytestconfig, root, expected)
-    impl.plant_cache_entry(str(root), key, other_artifact)
-    result = Child(_spec(pytestconfig), impl.cache_env(str(root), assert_hit=True), tmp_path / "after.json").result()
+    impl.cache().plant_entry(str(root), key, other_artifact)
+    result = Child(_spec(pytestconfig), impl.cache().env(str(root), assert_hit=True), tmp_path / "after.json").result()
     _check_outputs(result, expected, "the run on the planted entry")
     assert result["compiler_invocations"] == 0, "the planted entry was not served (checksums catch nothing more)"
-    with open(impl.cache_entry_files(str(root), key)[0], "rb") as fh:
+    with open(impl.cache().entry_files(str(root), key)[0], "rb") as fh:
         assert fh.read() == other_artifact
 
 
 def test_with_a_secret_a_planted_entry_is_never_executed(impl, pytestconfig, tmp_path, expected, other_artifact):
     root = tmp_path / "cache"
-    impl.cache_env(str(root), secret=SECRET)  # NotSupported (a skip) without entry authentication
+    impl.cache().env(str(root), secret=SECRET)  # NotSupported (a skip) without entry authentication
     key = _warm(impl, pytestconfig, root, expected, secret=SECRET)
-    own = open(impl.cache_entry_files(str(root), key)[0], "rb").read()
-    impl.plant_cache_entry(str(root), key, other_artifact)
-    result = Child(_spec(pytestconfig), impl.cache_env(str(root), secret=SECRET), tmp_path / "after.json").result()
+    own = open(impl.cache().entry_files(str(root), key)[0], "rb").read()
+    impl.cache().plant_entry(str(root), key, other_artifact)
+    result = Child(_spec(pytestconfig), impl.cache().env(str(root), secret=SECRET), tmp_path / "after.json").result()
     _check_outputs(result, expected, "the run on the planted entry, with the secret")
     assert result["compiler_invocations"] == 1, "the planted entry was served despite the secret"
     assert any(key in w for w in result["warnings"]), f"no warning names the refused entry: {result['warnings']}"
-    with open(impl.cache_entry_files(str(root), key)[0], "rb") as fh:
+    with open(impl.cache().entry_files(str(root), key)[0], "rb") as fh:
         assert fh.read() == own, "the rebuilt entry is not the process's own build"
-    again = Child(_spec(pytestconfig), impl.cache_env(str(root), secret=SECRET, assert_hit=True),
+    again = Child(_spec(pytestconfig), impl.cache().env(str(root), secret=SECRET, assert_hit=True),
                   tmp_path / "again.json").result()
     _check_outputs(again, expected, "the run after the rebuild")
 
@@ -565,12 +565,12 @@ def test_an_artifact_with_matching_checksums_the_runtime_cannot_load_is_rebuilt(
     src, key = warm_cache
     root = tmp_path / "cache"
     shutil.copytree(src, root)
-    impl.plant_cache_entry(str(root), key, b"\x08\x00\x00\x00not an artifact")
-    result = Child(_spec(pytestconfig), impl.cache_env(str(root)), tmp_path / "after.json").result()
+    impl.cache().plant_entry(str(root), key, b"\x08\x00\x00\x00not an artifact")
+    result = Child(_spec(pytestconfig), impl.cache().env(str(root)), tmp_path / "after.json").result()
     _check_outputs(result, expected, "the run on an unloadable entry")
     assert result["compiler_invocations"] == 1, "the unloadable entry was not rebuilt"
     assert any(key in w for w in result["warnings"]), f"no warning names the evicted key: {result['warnings']}"
-    again = Child(_spec(pytestconfig), impl.cache_env(str(root), assert_hit=True), tmp_path / "again.json").result()
+    again = Child(_spec(pytestconfig), impl.cache().env(str(root), assert_hit=True), tmp_path / "again.json").result()
     _check_outputs(again, expected, "the run after the rebuild")
 
 
@@ -607,7 +607,7 @@ def test_a_compiling_process_killed_with_sigkill_leaves_no_compiler_behind(impl,
     spec = _spec(pytestconfig)
     for attempt in range(4):
         root = tmp_path / f"orphan{attempt}"
-        child = Child(spec, impl.cache_env(str(root)), tmp_path / f"orphan{attempt}.json")
+        child = Child(spec, impl.cache().env(str(root)), tmp_path / f"orphan{attempt}.json")
         compilers = _wait_for(lambda: _foreign_members(child) or child.proc.poll() is not None, CHILD_TIMEOUT,
                               "the process starts its compiler")
         if compilers is not True:

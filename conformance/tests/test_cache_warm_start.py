@@ -32,10 +32,10 @@ def cold_then_warm(impl, pytestconfig, tmp_path_factory, expected):
     tmp = tmp_path_factory.mktemp("warmstart")
     root = tmp / "cache"
     spec = _spec(pytestconfig)
-    cold = Child(spec, {**impl.cache_env(str(root)), "PYTHONHASHSEED": "1"}, tmp / "cold.json").result()
+    cold = Child(spec, {**impl.cache().env(str(root)), "PYTHONHASHSEED": "1"}, tmp / "cold.json").result()
     cwd = tmp / "elsewhere"
     cwd.mkdir()
-    warm = Child(spec, {**impl.cache_env(str(root)), "PYTHONHASHSEED": "4242"}, tmp / "warm.json", cwd=str(cwd)).result()
+    warm = Child(spec, {**impl.cache().env(str(root)), "PYTHONHASHSEED": "4242"}, tmp / "warm.json", cwd=str(cwd)).result()
     return root, cold, warm
 
 
@@ -58,7 +58,7 @@ def test_a_fresh_process_on_a_warm_hlo_cache_does_not_lower(cold_then_warm):
 
 def test_disabled_cache_compiles_every_time_and_writes_nothing(impl, pytestconfig, tmp_path, expected):
     root = tmp_path / "cache"
-    env = impl.cache_env(str(root), disable=True)
+    env = impl.cache().env(str(root), disable=True)
     runs = [Child(_spec(pytestconfig), env, tmp_path / f"off{i}.json").result() for i in range(2)]
     for i, r in enumerate(runs):
         _check_outputs(r, expected, f"run {i} with the cache disabled")
@@ -69,11 +69,11 @@ def test_disabled_cache_compiles_every_time_and_writes_nothing(impl, pytestconfi
 
 def test_assert_cache_hit_names_the_graph_key_on_a_miss(impl, pytestconfig, tmp_path):
     root = tmp_path / "cache"
-    result = Child(_spec(pytestconfig), impl.cache_env(str(root), assert_hit=True), tmp_path / "miss.json").result()
+    result = Child(_spec(pytestconfig), impl.cache().env(str(root), assert_hit=True), tmp_path / "miss.json").result()
     assert result["rc"] != 0 and "error" in result, "a miss under NEURON_LIBTORCH_ASSERT_CACHE_HIT did not fail"
     assert re.search(r"\b[0-9a-f]{32}\b", result["error"]["message"]), result["error"]["message"]
     assert result["compiler_invocations"] == 0
-    assert impl.cache_keys(str(root)) == []
+    assert impl.cache().keys(str(root)) == []
 
 
 def test_a_changed_fx_pass_pipeline_lowers_again(impl, pytestconfig, cold_then_warm, tmp_path, expected):
@@ -85,7 +85,7 @@ def test_a_changed_fx_pass_pipeline_lowers_again(impl, pytestconfig, cold_then_w
         pytest.skip("the implementation does not report lowerings")
     root = tmp_path / "cache"
     shutil.copytree(src, root)
-    changed = Child(_spec(pytestconfig), impl.cache_env(str(root)), tmp_path / "nopasses.json",
+    changed = Child(_spec(pytestconfig), impl.cache().env(str(root)), tmp_path / "nopasses.json",
                     options={"enable_fx_passes": False}).result()
     _check_outputs(changed, expected, "a process with the FX pass stage off")
     assert changed["lowerings"] >= 1, "the HLO lowered after the default passes was reused with the pass stage off"

@@ -10,7 +10,7 @@ prefill on the base arguments) is loaded by the implementation's runner once per
 
 The same graph gets the same argument list, and so the same cache key, in both flows.
 
-Every test keeps its caches under its own directory (``impl.cache_env``): the module's fixtures
+Every test keeps its caches under its own directory (``impl.cache().env``): the module's fixtures
 compile into theirs, and a test that needs their warm cache works on a copy, so no test sees the
 artifacts of another or depends on the order in which they run.
 """
@@ -61,7 +61,7 @@ def _starts_with(args, prefix):
 
 def _use_caches(impl, mp: pytest.MonkeyPatch, root) -> None:
     """Point this process's caches at ``root`` (the adapter names the variables)."""
-    for var, value in impl.cache_env(str(root)).items():
+    for var, value in impl.cache().env(str(root)).items():
         mp.setenv(var, value)
 
 
@@ -85,7 +85,7 @@ def in_process(impl, tmp_path_factory):
     caches = tmp_path_factory.mktemp("in-process") / "caches"
     with pytest.MonkeyPatch.context() as mp:
         _use_caches(impl, mp, caches)
-        runner = impl.policy_runner(compiler_args=BASE)
+        runner = impl.compiler_args().policy_runner(compiler_args=BASE)
         out = {"runner": runner, "caches": caches}
         for g in (*TYPES, None):
             kwargs = runner.example(g)
@@ -101,10 +101,10 @@ def deferred(impl, in_process, tmp_path_factory):
     root = tmp_path_factory.mktemp("deferred")
     with pytest.MonkeyPatch.context() as mp:
         _use_caches(impl, mp, root / "caches")
-        runner = impl.policy_runner(mode="capture", compiler_args=BASE)
+        runner = impl.compiler_args().policy_runner(mode="capture", compiler_args=BASE)
         jobs = [runner.trace_job(g) for g in TYPES]
-        traced = impl.parallel_trace(jobs, cache_dir=str(root / "captured"), workers=2)
-        compiled = impl.parallel_compile(str(root / "captured"), workers=2, base_compiler_args=runner.base_compiler_args)
+        traced = impl.capture().parallel_trace(jobs, cache_dir=str(root / "captured"), workers=2)
+        compiled = impl.capture().parallel_compile(str(root / "captured"), workers=2, base_compiler_args=runner.base_compiler_args)
         impl.reset()
     return {"root": root, "caches": root / "caches", "jobs": jobs, "traced": dict(zip(TYPES, traced)),
             "compiled": compiled}
@@ -150,7 +150,7 @@ def test_in_process_outputs_match_eager(in_process, graph_type):
 
 
 def test_explicit_caller_level_disables_the_policy_for_every_graph(impl):
-    runner = impl.policy_runner(compiler_args=BASE, optimization_level=2)
+    runner = impl.compiler_args().policy_runner(compiler_args=BASE, optimization_level=2)
     assert _level(runner.base_compiler_args) == 2
     for g in (*TYPES, None):
         assert runner.resolve(g) is None, f"{g}: the policy ran although the caller set a level"
@@ -167,15 +167,15 @@ def test_explicit_caller_level_disables_the_policy_for_every_graph(impl):
 def test_a_staged_graph_records_the_list_its_site_resolved(impl, tmp_path):
     """One trace job on its own: the capture seam stages the decode graph with the list the site
     resolved (level 3 on the base arguments), in what it reports and in the staged metadata."""
-    runner = impl.policy_runner(mode="capture", compiler_args=BASE)
+    runner = impl.compiler_args().policy_runner(mode="capture", compiler_args=BASE)
     cache_dir = str(tmp_path / "captured")
-    (traced,) = impl.parallel_trace([runner.trace_job("decode")], cache_dir=cache_dir, workers=1)
+    (traced,) = impl.capture().parallel_trace([runner.trace_job("decode")], cache_dir=cache_dir, workers=1)
     assert traced["ok"], traced["error"]
     (captured,) = traced["captured"]
     assert _level(captured["compiler_args"]) == 3 and _starts_with(captured["compiler_args"], BASE), (
         f"captured compiler_args {captured['compiler_args']}, resolved {runner.resolve('decode')}"
     )
-    staged = {m["cache_key"]: m for m in impl.staged_metadata(cache_dir)}
+    staged = {m["cache_key"]: m for m in impl.capture().staged_metadata(cache_dir)}
     assert staged.get(captured["cache_key"], {}).get("compiler_args") == captured["compiler_args"], (
         f"the staged metadata does not record the list: {staged}"
     )
@@ -222,7 +222,7 @@ def test_parallel_compile_reads_the_recorded_lists(deferred, in_process):
 def test_serving_after_parallel_compile_is_a_cache_hit(impl, deferred, monkeypatch, tmp_path):
     _copy_of(impl, monkeypatch, deferred["caches"], tmp_path / "served")
     monkeypatch.setenv("NEURON_LIBTORCH_ASSERT_CACHE_HIT", "1")
-    runner = impl.policy_runner(compiler_args=BASE)
+    runner = impl.compiler_args().policy_runner(compiler_args=BASE)
     for g in ("decode", "encoder"):
         kwargs = runner.example(g)
         result = runner.run(g, kwargs)  # raises on a miss
@@ -234,7 +234,7 @@ def test_serving_after_parallel_compile_is_a_cache_hit(impl, deferred, monkeypat
 def test_forked_children_see_their_own_jobs_arguments(impl, deferred, tmp_path):
     model, kwargs, _ = deferred["jobs"][TYPES.index("prefill")]
     jobs = [(model, kwargs, [*BASE, "-O2"]), (model, kwargs, [*BASE, "-O3", "--auto-cast", "all"]), (model, kwargs)]
-    results = impl.parallel_trace(jobs, cache_dir=str(tmp_path / "cap"), workers=2)
+    results = impl.capture().parallel_trace(jobs, cache_dir=str(tmp_path / "cap"), workers=2)
     assert [r["ok"] for r in results] == [True, True, True], [r["error"] for r in results]
     got = [r["captured"][0]["compiler_args"] for r in results]
     assert _level(got[0]) == 2 and _level(got[1]) == 3 and "all" in got[1]
@@ -259,7 +259,7 @@ def test_a_failing_child_is_reported_with_its_job_and_never_hangs(impl, deferred
     model, kwargs, args = deferred["jobs"][TYPES.index("prefill")]
     jobs = [(_raise, {}, ["-O2"]), (model, kwargs, args), (_crash, {}, None), (_hang, {})]
     start = time.monotonic()
-    results = impl.parallel_trace(jobs, cache_dir=str(tmp_path / "cap"), workers=2, timeout=30)
+    results = impl.capture().parallel_trace(jobs, cache_dir=str(tmp_path / "cap"), workers=2, timeout=30)
     assert time.monotonic() - start < 590, "the parent waited for the hanging child"
     assert [r["ok"] for r in results] == [False, True, False, False], results
     assert "boom in the traced model" in results[0]["error"]
@@ -270,10 +270,10 @@ def test_a_failing_child_is_reported_with_its_job_and_never_hangs(impl, deferred
 
 @pytest.mark.capability("capture")
 def test_old_cache_directory_compiles_with_the_base_arguments(impl, tmp_path):
-    old = impl.legacy_capture_dir(str(tmp_path / "old"))
-    staged = impl.staged_metadata(old)
+    old = impl.capture().legacy_capture_dir(str(tmp_path / "old"))
+    staged = impl.capture().staged_metadata(old)
     assert staged and all(m.get("compiler_args") is None for m in staged)
-    records = impl.parallel_compile(old, workers=1, base_compiler_args=[*BASE, "-O2"])
+    records = impl.capture().parallel_compile(old, workers=1, base_compiler_args=[*BASE, "-O2"])
     assert records and all(r["ok"] for r in records), records
     for r in records:
         assert r["args_source"] == "base"
@@ -285,7 +285,7 @@ def test_old_cache_directory_compiles_with_the_base_arguments(impl, tmp_path):
 
 def test_serve_time_compile_outside_the_scope_is_caught(impl, in_process, monkeypatch, tmp_path):
     _copy_of(impl, monkeypatch, in_process["caches"], tmp_path / "warm")
-    runner = impl.policy_runner(compiler_args=BASE)
+    runner = impl.compiler_args().policy_runner(compiler_args=BASE)
     runner.run("decode")  # warm-up inside the scope (a cache hit from the in-process flow)
     impl.reset()
     monkeypatch.setenv("NEURON_LIBTORCH_ASSERT_CACHE_HIT", "1")
@@ -298,7 +298,7 @@ def test_serve_time_compile_outside_the_scope_is_caught(impl, in_process, monkey
 
 
 def test_nondeterministic_policy_is_detected_by_the_native_seam(impl):
-    runner = impl.policy_runner(policy="nondeterministic", mode="native", compiler_args=BASE)
+    runner = impl.compiler_args().policy_runner(policy="nondeterministic", mode="native", compiler_args=BASE)
     first = runner.run("decode")
     assert _level(_one_graph(first, "decode")["compiler_args"]) == 3
     impl.reset()
@@ -310,7 +310,7 @@ def test_nondeterministic_policy_is_detected_by_the_native_seam(impl):
 
 def test_nondeterministic_policy_misses_the_cache_after_warmup(impl, in_process, monkeypatch, tmp_path):
     _copy_of(impl, monkeypatch, in_process["caches"], tmp_path / "warm")
-    runner = impl.policy_runner(policy="nondeterministic", compiler_args=BASE)
+    runner = impl.compiler_args().policy_runner(policy="nondeterministic", compiler_args=BASE)
     runner.run("decode")  # -O3: the same list the deterministic policy warmed
     impl.reset()
     monkeypatch.setenv("NEURON_LIBTORCH_ASSERT_CACHE_HIT", "1")
@@ -335,7 +335,7 @@ def _reviewable(meta: dict) -> dict:
 @pytest.mark.parametrize("graph_type", ["decode", "jf"])
 def test_staged_metadata_snapshot(impl, deferred, graph_type, snapshot):
     key = deferred["traced"][graph_type]["captured"][0]["cache_key"]
-    metas = {m["cache_key"]: m for m in impl.staged_metadata(str(deferred["root"] / "captured"))}
+    metas = {m["cache_key"]: m for m in impl.capture().staged_metadata(str(deferred["root"] / "captured"))}
     assert key in metas
     assert metas[key]["graph_name"]
     assert _reviewable(metas[key]) == snapshot.use_extension(JsonSnapshotExtension)
@@ -353,13 +353,13 @@ def test_optimization_levels_reach_the_compiler_and_give_equal_outputs(impl, own
     with torch.no_grad():
         expected = model(*args)
         for level in (1, 2, 3):
-            before = set(impl.cache_keys(str(own_cache)))
+            before = set(impl.cache().keys(str(own_cache)))
             impl.reset()
             compiled = impl.compile(model, options={"compiler_args": [f"-O{level}"]})
             outs[level] = compiled(*args)
-            new = sorted(set(impl.cache_keys(str(own_cache))) - before)
+            new = sorted(set(impl.cache().keys(str(own_cache))) - before)
             assert new, f"{name} at -O{level}: nothing was published"
-            artifacts[level] = tuple(open(impl.cache_entry_files(str(own_cache), k)[0], "rb").read() for k in new)
+            artifacts[level] = tuple(open(impl.cache().entry_files(str(own_cache), k)[0], "rb").read() for k in new)
     for level, out in outs.items():
         assert_close(out, expected, what=f"{name} at -O{level}")
     assert_close(outs[3], outs[1], what=f"{name}: -O3 vs -O1")

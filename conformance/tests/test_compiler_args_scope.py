@@ -23,42 +23,42 @@ OPTS = {"compiler_args": ["--target", "trn2"], "enable_fx_passes": True}
 
 
 def _scoped(impl):
-    return impl.apply_scoped_compiler_args(OPTS)["compiler_args"]
+    return impl.compiler_args().apply_scoped_compiler_args(OPTS)["compiler_args"]
 
 
 def test_no_scope_leaves_options_unchanged(impl):
-    assert impl.apply_scoped_compiler_args(OPTS) == OPTS
-    assert impl.apply_scoped_compiler_args(None) in ({}, None)
+    assert impl.compiler_args().apply_scoped_compiler_args(OPTS) == OPTS
+    assert impl.compiler_args().apply_scoped_compiler_args(None) in ({}, None)
 
 
 def test_scope_replaces_compiler_args_and_keeps_other_options(impl):
-    with impl.scoped_compiler_args(["-O3", "--target", "trn2"]):
-        got = impl.apply_scoped_compiler_args(OPTS)
+    with impl.compiler_args().scoped_compiler_args(["-O3", "--target", "trn2"]):
+        got = impl.compiler_args().apply_scoped_compiler_args(OPTS)
     assert got["compiler_args"] == ["-O3", "--target", "trn2"]
     assert got["enable_fx_passes"] is True
     assert OPTS["compiler_args"] == ["--target", "trn2"], "the caller's options were modified"
 
 
 def test_none_scope_is_no_override(impl):
-    with impl.scoped_compiler_args(None):
+    with impl.compiler_args().scoped_compiler_args(None):
         assert _scoped(impl) == ["--target", "trn2"]
 
 
 def test_nested_scopes_restore_the_outer_value(impl):
-    with impl.scoped_compiler_args(["-O2"]):
-        with impl.scoped_compiler_args(["-O3"]):
+    with impl.compiler_args().scoped_compiler_args(["-O2"]):
+        with impl.compiler_args().scoped_compiler_args(["-O3"]):
             assert _scoped(impl) == ["-O3"]
         assert _scoped(impl) == ["-O2"]
-        with impl.scoped_compiler_args(None):
+        with impl.compiler_args().scoped_compiler_args(None):
             assert _scoped(impl) == ["--target", "trn2"]
         assert _scoped(impl) == ["-O2"]
     assert _scoped(impl) == ["--target", "trn2"]
 
 
 def test_an_exception_inside_restores_the_scope(impl):
-    with impl.scoped_compiler_args(["-O2"]):
+    with impl.compiler_args().scoped_compiler_args(["-O2"]):
         with pytest.raises(RuntimeError):
-            with impl.scoped_compiler_args(["-O3"]):
+            with impl.compiler_args().scoped_compiler_args(["-O3"]):
                 raise RuntimeError("inside")
         assert _scoped(impl) == ["-O2"]
     assert _scoped(impl) == ["--target", "trn2"]
@@ -69,13 +69,13 @@ def test_threads_do_not_see_each_others_scopes(impl):
     seen: dict[str, list] = {}
 
     def worker(name, args):
-        with impl.scoped_compiler_args(args):
+        with impl.compiler_args().scoped_compiler_args(args):
             barrier.wait()  # both scopes are open at once
             seen[name] = _scoped(impl)
             barrier.wait()
 
     threads = [threading.Thread(target=worker, args=("a", ["-O2"])), threading.Thread(target=worker, args=("b", ["-O3"]))]
-    with impl.scoped_compiler_args(["-O1"]):
+    with impl.compiler_args().scoped_compiler_args(["-O1"]):
         for t in threads:
             t.start()
         for t in threads:
@@ -87,7 +87,7 @@ def test_threads_do_not_see_each_others_scopes(impl):
 def test_asyncio_tasks_do_not_see_each_others_scopes(impl):
     async def task(args, rounds):
         out = []
-        with impl.scoped_compiler_args(args):
+        with impl.compiler_args().scoped_compiler_args(args):
             for _ in range(rounds):
                 await asyncio.sleep(0)  # let the other task run inside its own scope
                 out.append(_scoped(impl))
@@ -137,7 +137,7 @@ arg_lists = st.lists(st.sampled_from(_OTHER + _LEVEL), max_size=6).map(lambda pa
 @given(args=arg_lists, level=st.sampled_from([1, 2, 3]))
 def test_level_is_replaced_in_any_form_and_other_flags_keep_their_order(impl, args, level):
     before = list(args)
-    out = impl.with_optimization_level(args, level)
+    out = impl.compiler_args().with_optimization_level(args, level)
     assert args == before, "with_optimization_level modified its input"
     levels, other = _split_levels(out)
     assert levels == [level], f"{args} -> {out}: expected exactly one level {level}"
@@ -147,25 +147,25 @@ def test_level_is_replaced_in_any_form_and_other_flags_keep_their_order(impl, ar
 @settings(max_examples=100)
 @given(args=arg_lists, a=st.sampled_from([1, 2, 3]), b=st.sampled_from([1, 2, 3]))
 def test_level_helper_composes(impl, args, a, b):
-    assert impl.with_optimization_level(impl.with_optimization_level(args, a), b) == impl.with_optimization_level(args, b)
+    assert impl.compiler_args().with_optimization_level(impl.compiler_args().with_optimization_level(args, a), b) == impl.compiler_args().with_optimization_level(args, b)
 
 
 def test_level_helper_keeps_unrelated_items_verbatim(impl):
-    assert impl.with_optimization_level(["--target", "trn2", "-O1", "--auto-cast", "all"], 3) == [
+    assert impl.compiler_args().with_optimization_level(["--target", "trn2", "-O1", "--auto-cast", "all"], 3) == [
         "--target", "trn2", "-O3", "--auto-cast", "all"]
-    assert impl.with_optimization_level([], 2) == ["-O2"]
+    assert impl.compiler_args().with_optimization_level([], 2) == ["-O2"]
 
 
 @pytest.mark.parametrize("level", [0, 4, 7, "3", None, 2.0, True])
 def test_malformed_level_is_refused(impl, level):
     with pytest.raises(Exception) as info:
-        impl.with_optimization_level(["--target", "trn2"], level)
+        impl.compiler_args().with_optimization_level(["--target", "trn2"], level)
     assert "level" in str(info.value).lower() or "-O" in str(info.value)
 
 
 def test_malformed_level_already_in_the_list_is_refused(impl):
     with pytest.raises(Exception) as info:
-        impl.with_optimization_level(["-O7"], 3)
+        impl.compiler_args().with_optimization_level(["-O7"], 3)
     assert "-O7" in str(info.value)
 
 
@@ -173,14 +173,14 @@ def test_malformed_level_already_in_the_list_is_refused(impl):
 
 
 def test_policy_returning_a_string_names_the_graph_type(impl):
-    runner = impl.policy_runner(policy="returns_string", compiler_args=["--target", "trn2"])
+    runner = impl.compiler_args().policy_runner(policy="returns_string", compiler_args=["--target", "trn2"])
     with pytest.raises(Exception) as info:
         runner.resolve("decode")
     assert "decode" in str(info.value) and "list" in str(info.value)
 
 
 def test_policy_with_a_malformed_level_names_the_graph_type(impl):
-    runner = impl.policy_runner(policy="malformed_level")
+    runner = impl.compiler_args().policy_runner(policy="malformed_level")
     with pytest.raises(Exception) as info:
         runner.resolve("encoder")
     assert "encoder" in str(info.value) and "-O9" in str(info.value)
@@ -190,7 +190,7 @@ def test_policy_with_a_malformed_level_names_the_graph_type(impl):
 def test_a_graph_type_that_is_not_one_is_refused_naming_it(impl, bad):
     """Graph types are open (seed 000: "decode", "encoder", "and so on"), but a compile site must
     name its graph with a non-empty string (or None): anything else is refused, naming the value."""
-    for runner in (impl.policy_runner(), impl.policy_runner(optimization_level=2)):
+    for runner in (impl.compiler_args().policy_runner(), impl.compiler_args().policy_runner(optimization_level=2)):
         with pytest.raises(Exception) as info:
             runner.resolve(bad)
         assert repr(bad) in str(info.value)
@@ -199,7 +199,7 @@ def test_a_graph_type_that_is_not_one_is_refused_naming_it(impl, bad):
 def test_a_graph_type_of_the_models_own_reaches_its_policy(impl):
     """A type the runner has no site of its own for ("vision") is resolved by the model's policy
     like any other: the fixture policy gives such a type the base arguments."""
-    runner = impl.policy_runner(compiler_args=["--model-type", "transformer"])
+    runner = impl.compiler_args().policy_runner(compiler_args=["--model-type", "transformer"])
     assert runner.resolve("vision") == runner.resolve("prefill")
     assert runner.resolve("decode") != runner.resolve("vision"), "the policy's own types keep their arguments"
 
@@ -208,7 +208,7 @@ def test_a_graph_type_of_the_models_own_reaches_its_policy(impl):
 def test_trace_job_of_the_wrong_shape_names_the_job(impl, tmp_path, job):
     good = (print, {}, ["-O2"])
     with pytest.raises(Exception) as info:
-        impl.parallel_trace([good, job], cache_dir=str(tmp_path / "cap"))
+        impl.capture().parallel_trace([good, job], cache_dir=str(tmp_path / "cap"))
     msg = str(info.value)
     assert "job 1" in msg, msg
     assert not (tmp_path / "cap").exists() or not any((tmp_path / "cap").iterdir()), "a job ran before validation"

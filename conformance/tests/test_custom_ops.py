@@ -101,7 +101,7 @@ def _x() -> torch.Tensor:
 @pytest.fixture
 def contract(impl):
     try:
-        return dict(impl.forced_graph_breaks())
+        return dict(impl.backend().forced_graph_breaks())
     except NotSupported as exc:
         pytest.skip(f"the implementation forces no graph breaks of its own: {exc}")
 
@@ -118,9 +118,9 @@ def test_a_custom_op_that_cannot_compile_breaks_the_graph_and_runs_eagerly(impl,
     model, x = _Model(call), _x()
     with torch.no_grad():
         want = model(x)
-        impl.reset_graph_count()
+        impl.backend().reset_graph_count()
         counters["graph_break"].clear()
-        got = impl.torch_compile(model)(x)
+        got = impl.backend().torch_compile(model)(x)
     assert_close(got, want, what=f"{op_id}: the compiled model")
     assert _breaks_naming(name) == 1, (
         f"{op_id}: expected one graph break naming {name}, Dynamo reported {dict(counters['graph_break'])}"
@@ -128,16 +128,16 @@ def test_a_custom_op_that_cannot_compile_breaks_the_graph_and_runs_eagerly(impl,
     # The code before and after the op compiles. A kernel written in Python that runs at the break
     # is a frame Dynamo traces too (custom_op disables that for its kernels, a Library.impl or a
     # composite kernel does not), so its body may compile as one more graph.
-    assert impl.graph_count() >= 2, f"{op_id}: {impl.graph_count()} graphs; the code on both sides compiles"
+    assert impl.backend().graph_count() >= 2, f"{op_id}: {impl.backend().graph_count()} graphs; the code on both sides compiles"
     if op_id.startswith("custom_op"):
-        assert impl.graph_count() == 2, f"{op_id}: {impl.graph_count()} graphs, expected the two around the op"
+        assert impl.backend().graph_count() == 2, f"{op_id}: {impl.backend().graph_count()} graphs, expected the two around the op"
 
 
 @pytest.mark.parametrize("op_id,call,name", BREAKING, ids=[b[0] for b in BREAKING])
 def test_under_fullgraph_a_custom_op_that_cannot_compile_raises_the_diagnostic_naming_it(impl, contract, op_id, call,
                                                                                             name):
     with pytest.raises(torch._dynamo.exc.Unsupported) as info, torch.no_grad():
-        impl.torch_compile(_Model(call), fullgraph=True)(_x())
+        impl.backend().torch_compile(_Model(call), fullgraph=True)(_x())
     assert info.value.gb_type == contract["gb_type"], f"{op_id}: gb_type {info.value.gb_type!r}"
     assert name in str(info.value), f"{op_id}: the diagnostic does not name {name}: {info.value}"
 
@@ -148,12 +148,12 @@ def test_a_custom_op_with_a_decomposition_that_compiles_stays_in_one_graph(impl,
     model, x = _Model(call), _x()
     with torch.no_grad():
         want = model(x)
-        impl.reset_graph_count()
+        impl.backend().reset_graph_count()
         counters["graph_break"].clear()
-        got = impl.torch_compile(model, fullgraph=True)(x)
+        got = impl.backend().torch_compile(model, fullgraph=True)(x)
     assert_close(got, want, what=f"{op_id}: the compiled model")
-    assert impl.graph_count() == 1 and not counters["graph_break"], (
-        f"{op_id}: {impl.graph_count()} graphs, breaks {dict(counters['graph_break'])}"
+    assert impl.backend().graph_count() == 1 and not counters["graph_break"], (
+        f"{op_id}: {impl.backend().graph_count()} graphs, breaks {dict(counters['graph_break'])}"
     )
 
 
@@ -165,5 +165,5 @@ def test_the_same_op_in_two_models_breaks_in_both(impl, contract):
         counters["graph_break"].clear()
         model, x = _Model(call), _x()
         with torch.no_grad():
-            assert_close(impl.torch_compile(model)(x), model(x), what="the compiled model")
+            assert_close(impl.backend().torch_compile(model)(x), model(x), what="the compiled model")
         assert _breaks_naming(name) == 1

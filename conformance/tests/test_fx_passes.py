@@ -45,7 +45,7 @@ def json_snapshot(snapshot):
 def _pass_names(impl) -> list[str]:
     """The default passes; an implementation that declares none (``[]``) has no pass stage to
     test, an honest answer: the test skips saying so."""
-    names = list(impl.fx_pass_names())
+    names = list(impl.fx_passes().pass_names())
     if not names:
         raise NotSupported(f"{impl.name} declares no FX passes (fx_pass_names() is empty)")
     return names
@@ -65,13 +65,13 @@ def test_default_order(impl, json_snapshot):
 
 def test_identity_changes_when_a_pass_is_added_removed_or_reordered(impl):
     names = _pass_names(impl)
-    full = impl.fx_pass_identity(names)
-    assert impl.fx_pass_identity(list(names)) == full, "the identity is deterministic"
-    assert impl.fx_pass_identity(names[:-1]) != full, "adding the last pass changes it"
-    assert impl.fx_pass_identity(names[1:]) != full, "removing the first pass changes it"
+    full = impl.fx_passes().identity(names)
+    assert impl.fx_passes().identity(list(names)) == full, "the identity is deterministic"
+    assert impl.fx_passes().identity(names[:-1]) != full, "adding the last pass changes it"
+    assert impl.fx_passes().identity(names[1:]) != full, "removing the first pass changes it"
     swapped = list(names)
     swapped[1], swapped[2] = swapped[2], swapped[1]
-    assert impl.fx_pass_identity(swapped) != full, "reordering changes it"
+    assert impl.fx_passes().identity(swapped) != full, "reordering changes it"
 
 
 @settings(max_examples=40)
@@ -80,7 +80,7 @@ def test_identity_is_a_function_of_the_ordered_pass_list(impl, data):
     names = _pass_names(impl)
     a = data.draw(st.permutations(names), label="order a")[: data.draw(st.integers(0, len(names)), label="len a")]
     b = data.draw(st.permutations(names), label="order b")[: data.draw(st.integers(0, len(names)), label="len b")]
-    assert (impl.fx_pass_identity(a) == impl.fx_pass_identity(b)) == (list(a) == list(b))
+    assert (impl.fx_passes().identity(a) == impl.fx_passes().identity(b)) == (list(a) == list(b))
 
 
 def _small(x):
@@ -88,12 +88,12 @@ def _small(x):
 
 
 def test_every_default_pass_runs_when_enabled(impl):
-    assert impl.fx_passes_applied(_small, (torch.randn(3),)) == _pass_names(impl)
-    assert impl.fx_passes_applied(_small, (torch.randn(3),), {"enable_fx_passes": True}) == _pass_names(impl)
+    assert impl.fx_passes().passes_applied(_small, (torch.randn(3),)) == _pass_names(impl)
+    assert impl.fx_passes().passes_applied(_small, (torch.randn(3),), {"enable_fx_passes": True}) == _pass_names(impl)
 
 
 def test_enable_fx_passes_false_skips_the_stage(impl):
-    assert impl.fx_passes_applied(_small, (torch.randn(3),), {"enable_fx_passes": False}) == []
+    assert impl.fx_passes().passes_applied(_small, (torch.randn(3),), {"enable_fx_passes": False}) == []
 
 
 def test_a_bad_enable_fx_passes_value_is_rejected(impl):
@@ -200,7 +200,7 @@ def test_graph_after_passes(impl, text_snapshot, case):
     else:
         args = make_args()
     with torch.no_grad():
-        graphs = impl.fx_graph_after_passes(fn, args)
+        graphs = impl.fx_passes().graph_after_passes(fn, args)
     if not graphs:
         raise NotSupported(f"{impl.name} shows no graph after its passes (fx_graph_after_passes() is empty)")
     text = "".join(f"# graph {i} of {len(graphs)}\n{g}" for i, g in enumerate(graphs))

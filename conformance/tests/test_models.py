@@ -91,9 +91,9 @@ class _Run:
         from torch._dynamo.utils import counters
 
         self.impl.reset()
-        self.impl.reset_graph_count()
+        self.impl.backend().reset_graph_count()
         counters["graph_break"].clear()
-        compiled = self.impl.torch_compile(fn)
+        compiled = self.impl.backend().torch_compile(fn)
 
         def timed(*args, **kwargs):
             start = time.perf_counter()
@@ -122,7 +122,7 @@ class _Run:
 
     def record(self, ok: bool, note: str = "") -> None:
         models_report.record(
-            self.node, self.model, self.part, ok=ok, graphs=self.impl.graph_count(), breaks=self.breaks(),
+            self.node, self.model, self.part, ok=ok, graphs=self.impl.backend().graph_count(), breaks=self.breaks(),
             max_error=self.max_error, first_call_s=self.first_call_s, note=note,
         )
 
@@ -152,7 +152,7 @@ def test_forward_matches_eager(lane, model):
         ok = True
     finally:
         run.record(ok)
-    assert run.impl.graph_count() >= 1, "nothing was compiled"
+    assert run.impl.backend().graph_count() >= 1, "nothing was compiled"
 
 
 def _decode_part(lane, model: str, part: str, dtype: torch.dtype = torch.float32, **tol) -> None:

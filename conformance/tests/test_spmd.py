@@ -45,7 +45,7 @@ def _fresh_cache_env(request, world: int) -> dict[str, str]:
     impl = request.getfixturevalue("impl")
     root = request.getfixturevalue("tmp_path_factory").mktemp(f"spmd-world{world}-caches")
     try:
-        return dict(impl.cache_env(str(root)))
+        return dict(impl.cache().env(str(root)))
     except NotSupported:
         return {}
 
@@ -196,17 +196,17 @@ def _staged(per_rank: list[dict]) -> dict:
 
 def test_single_artifact_check_passes_the_spmd_world_in_both_modes(impl, world2):
     staged = _staged(scenario(world2, "decoder_spmd"))
-    assert impl.check_single_artifact(staged, strict=True) == []
-    assert impl.check_single_artifact(staged, strict=False) == []
+    assert impl.spmd().check_single_artifact(staged, strict=True) == []
+    assert impl.spmd().check_single_artifact(staged, strict=False) == []
 
 
 def test_single_artifact_check_catches_the_mpmd_twin(impl, world2):
     staged = _staged(scenario(world2, "decoder_mpmd_default"))
     with pytest.warns(UserWarning):
-        splinters = impl.check_single_artifact(staged, strict=False)
+        splinters = impl.spmd().check_single_artifact(staged, strict=False)
     assert len(splinters) == sum(len(hashes) for hashes in staged.values()) == 4
-    with pytest.raises(impl.spmd_violation_errors()) as info:
-        impl.check_single_artifact(staged, strict=True)
+    with pytest.raises(impl.spmd().violation_errors()) as info:
+        impl.spmd().check_single_artifact(staged, strict=True)
     for key in {k for hashes in staged.values() for k in hashes}:
         assert key in str(info.value)
 
@@ -218,8 +218,8 @@ def test_static_slice_twin_is_caught_by_the_single_artifact_check(impl, world2):
     for rank, t in enumerate(twins):
         assert_close(t["out"], t["expected"], what=f"rank {rank}: row-parallel twin")
     staged = _staged(twins)
-    with pytest.raises(impl.spmd_violation_errors()):
-        impl.check_single_artifact(staged, strict=True)
+    with pytest.raises(impl.spmd().violation_errors()):
+        impl.spmd().check_single_artifact(staged, strict=True)
 
 
 # --- the deferred flow on a sharded model --------------------------------------------------------

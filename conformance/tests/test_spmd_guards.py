@@ -31,7 +31,7 @@ def _moe(mpmd: bool):
 
 
 def _inputs(impl):
-    return torch.randint(0, 128, (2, 3), generator=torch.Generator().manual_seed(3)), impl.spmd_rank_tensor(1)
+    return torch.randint(0, 128, (2, 3), generator=torch.Generator().manual_seed(3)), impl.spmd().rank_tensor(1)
 
 
 @pytest.mark.parametrize("strict", ["0", "1"])
@@ -66,7 +66,7 @@ def test_mpmd_twin_fails_under_strict_naming_node_and_line(impl, monkeypatch):
     while exc is not None:
         chain.append(exc)
         exc = exc.__cause__ or exc.__context__
-    assert any(isinstance(e, impl.spmd_violation_errors()) for e in chain), [type(e).__name__ for e in chain]
+    assert any(isinstance(e, impl.spmd().violation_errors()) for e in chain), [type(e).__name__ for e in chain]
     text = "\n".join(str(e) for e in chain)
     assert "rank_id" in text and re.search(r"neuron_fixtures/spmd\.py:\d+", text), text
 
@@ -85,15 +85,15 @@ def test_a_constant_without_a_rank_input_is_not_flagged(impl, monkeypatch):
 def test_single_artifact_check_passes_a_model_with_many_graphs(impl):
     ranks = [0, 1, 2, 3]
     staged = {g: {f"hash-{g}": ranks} for g in ("prefill_8", "prefill_16", "decode_1", "decode_4", "vision_encoder")}
-    assert impl.check_single_artifact(staged, strict=True) == []
+    assert impl.spmd().check_single_artifact(staged, strict=True) == []
 
 
 def test_single_artifact_check_names_the_splinters(impl):
     staged = {"prefill": {"aaaa": [0, 1, 2, 3]}, "decode": {"bbbb": [0, 2], "cccc": [1], "dddd": [3]}}
     with pytest.warns(UserWarning):
-        assert len(impl.check_single_artifact(staged, strict=False)) == 3
-    with pytest.raises(impl.spmd_violation_errors()) as info:
-        impl.check_single_artifact(staged, strict=True)
+        assert len(impl.spmd().check_single_artifact(staged, strict=False)) == 3
+    with pytest.raises(impl.spmd().violation_errors()) as info:
+        impl.spmd().check_single_artifact(staged, strict=True)
     message = str(info.value)
     assert all(h in message for h in ("bbbb", "cccc", "dddd")) and "aaaa" not in message
 
@@ -102,7 +102,7 @@ def test_single_artifact_check_names_the_splinters(impl):
 @given(world=st.integers(1, 8), graphs=st.integers(1, 5))
 def test_collapsed_graphs_never_splinter(impl, world, graphs):
     staged = {f"g{i}": {f"h{i}": list(range(world))} for i in range(graphs)}
-    assert impl.check_single_artifact(staged, strict=True) == []
+    assert impl.spmd().check_single_artifact(staged, strict=True) == []
 
 
 @settings()
@@ -113,8 +113,8 @@ def test_one_graph_split_over_two_directories_always_splinters(impl, world, grap
     cut = split.draw(st.integers(1, world - 1), label="cut")
     victim = split.draw(st.integers(0, graphs - 1), label="graph")
     staged[f"g{victim}"] = {"left": ranks[:cut], "right": ranks[cut:]}
-    with pytest.raises(impl.spmd_violation_errors()):
-        impl.check_single_artifact(staged, strict=True)
+    with pytest.raises(impl.spmd().violation_errors()):
+        impl.spmd().check_single_artifact(staged, strict=True)
 
 
 # --- every constant builder the seeds name, warn and strict ---------------------------------------------
@@ -136,7 +136,7 @@ def _violation_chain(impl, exc):
     while exc is not None:
         chain.append(exc)
         exc = exc.__cause__ or exc.__context__
-    return any(isinstance(e, impl.spmd_violation_errors()) for e in chain), "\n".join(str(e) for e in chain)
+    return any(isinstance(e, impl.spmd().violation_errors()) for e in chain), "\n".join(str(e) for e in chain)
 
 
 @pytest.mark.parametrize("builder", sorted(BUILDERS))
@@ -144,7 +144,7 @@ def _violation_chain(impl, exc):
 def test_a_baked_rank_constant_is_caught_for_every_builder(impl, monkeypatch, builder, strict):
     monkeypatch.setenv(STRICT, strict)
     fn = BUILDERS[builder]
-    x, rank = torch.ones(2, 2, dtype=torch.int32), impl.spmd_rank_tensor(1)
+    x, rank = torch.ones(2, 2, dtype=torch.int32), impl.spmd().rank_tensor(1)
     line = re.escape(__file__.rsplit("/", 1)[-1]) + r":\d+"
     if strict == "1":
         with pytest.raises(Exception) as info, torch.no_grad():
@@ -177,15 +177,15 @@ def _through_seam(impl, seam: str, tmp_path):
     if seam == "neuron":
         return lambda fn, x, rank: impl.compile(fn)(x, rank)
     if seam == "native":
-        name = impl.backend_names().get("native")
+        name = impl.backend().names().get("native")
         if name is None:
             pytest.skip("the implementation declares no native backend (backend_names()['native'])")
         return lambda fn, x, rank: torch.compile(fn, backend=name, dynamic=False)(x, rank)
     if seam == "capture":
-        return lambda fn, x, rank: impl.capture(fn, cache_dir=str(tmp_path / "staged"))(x, rank)
+        return lambda fn, x, rank: impl.capture().capture_in_process(fn, cache_dir=str(tmp_path / "staged"))(x, rank)
 
     def trace(fn, x, rank):
-        results = impl.parallel_trace([(fn, {"x": x, "rank": rank}, None)], cache_dir=str(tmp_path / "staged"), workers=1)
+        results = impl.capture().parallel_trace([(fn, {"x": x, "rank": rank}, None)], cache_dir=str(tmp_path / "staged"), workers=1)
         assert results[0]["ok"], results[0]["error"]
         return None
 
@@ -199,12 +199,12 @@ def test_strict_holds_at_every_seam_whatever_the_fallback(impl, monkeypatch, tmp
     monkeypatch.setenv(STRICT, strict)
     monkeypatch.setenv(FALLBACK, "0" if fallback == "on" else "1")
     run = _through_seam(impl, seam, tmp_path)
-    x, rank = torch.ones(2, 2, dtype=torch.int32), impl.spmd_rank_tensor(1)
+    x, rank = torch.ones(2, 2, dtype=torch.int32), impl.spmd().rank_tensor(1)
     line = re.escape(__file__.rsplit("/", 1)[-1]) + r":\d+"
     if strict == "1":
         with warnings.catch_warnings(record=True) as caught, torch.no_grad():
             warnings.simplefilter("always")
-            with pytest.raises(impl.spmd_violation_errors()) as info:  # the violation itself, unwrapped
+            with pytest.raises(impl.spmd().violation_errors()) as info:  # the violation itself, unwrapped
                 run(_baked_with_tensor, x, rank)
         text = str(info.value)
         assert "tensor" in text and re.search(line, text), f"{seam}: the violation names no node and line: {text}"

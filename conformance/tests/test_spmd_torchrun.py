@@ -41,7 +41,7 @@ def torchrun_world(request, tmp_path_factory):
     for host in range(HOSTS):
         root = tmp_path_factory.mktemp(f"torchrun-host{host}")
         try:
-            hosts.append(dict(impl.cache_env(str(root / "caches"))))
+            hosts.append(dict(impl.cache().env(str(root / "caches"))))
         except NotSupported as exc:
             pytest.skip(f"each host needs caches of its own: {exc}")
         roots.append(str(root))

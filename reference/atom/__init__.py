@@ -32,7 +32,7 @@ from reference.atom.compiler_interface import (
     make_compiler,
 )
 from reference.atom.piecewise_backend import ConcreteSizeEntry, PiecewiseBackend, PiecewiseCompileInterpreter
-from reference.atom.backends import CACHE_FILE_NAME, CompileCacheWarning, CompilerManager, VllmBackend
+from reference.atom.vllm_backend import CACHE_FILE_NAME, CompileCacheWarning, CompilerManager, VllmBackend
 from reference.atom.monitor import end_monitoring_torch_compile, start_monitoring_torch_compile
 from reference.atom.decorators import (
     BufferUpdateError,

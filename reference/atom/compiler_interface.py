@@ -1,7 +1,7 @@
 """The compilers that compile one piece: the interface and its three adaptors.
 
 A compiler turns a piece (an FX graph plus example inputs) into a callable and a *handle*: a plain
-Python value (strings, ints, tuples, dicts of those) that :class:`~reference.atom.backends.
+Python value (strings, ints, tuples, dicts of those) that :class:`~reference.atom.vllm_backend.
 CompilerManager` writes into its map file and hands back to :meth:`CompilerInterface.load` in a
 later process. ``runtime_shape=None`` asks for one callable for every batch size (the example
 inputs carry a symbolic batch size); an int asks for a callable specialised to that size.
@@ -14,9 +14,11 @@ inputs carry a symbolic batch size); an int asks for a callable specialised to t
   patched: the graph-hash function (to read the key), the inner compile (to read the key on a cache
   hit too), the shape-environment lookup (an environment whose guards always hold) and the
   cacheability check (always cacheable). The patches live in a ``with`` block and are undone on exit.
-* :class:`ReferenceAdaptor`: the reference backend (``torch.compile(backend="neuron")``'s entry):
-  StableHLO through torch-mlir, the IREE compiler, the NEFF cache, the compiler-args scope. Its
-  handle is the compiler argument list the piece was compiled with; loading runs the same entry,
+* :class:`ReferenceAdaptor`: the reference backend's compile path (the neuron seam's
+  ``compile_fx_graph``): StableHLO through torch-mlir, the IREE compiler, the NEFF cache, the
+  compiler-args scope. A piece is a :class:`~reference.atom.reference_piece.ReferencePiece`: one
+  artifact per concrete size, its weights resident in the runtime, a thin call per step. Its
+  handle is the compiler argument list the piece was compiled with; loading builds the same piece,
   which finds the lowered and compiled artifacts in the HLO and NEFF caches.
 
 Inductor is imported where it is used (it is heavy and optional for the reference adaptor).
@@ -36,7 +38,7 @@ import torch.fx as fx
 
 from reference import NeuronBackendError
 from reference.cache.key import tool_versions
-from reference.compiler.scope import current_scoped_compiler_args, scoped_compiler_args
+from reference.compiler.scope import current_scoped_compiler_args
 from reference.core import env
 from reference.core.torch_compat import functorch_config, inductor_module
 
@@ -300,38 +302,16 @@ class ReferenceAdaptor(CompilerInterface):
         return _digest(sorted(tool_versions().items()))
 
     def _compile(self, graph, example_inputs, compiler_args: Optional[list[str]], runtime_shape: Optional[int]) -> Callable:
-        options = {} if compiler_args is None else {"compiler_args": list(compiler_args)}
-        # The list recorded for this piece is the one it compiles with: a scope open now (at load
-        # time, around another graph) must not replace it, so this piece's own list is the scope.
-        with scoped_compiler_args(compiler_args):
-            compiled = self._compile_scoped(graph, example_inputs, options, runtime_shape)
-        return compiled
+        # on the same floor, but it imports the seam's floors on use; imported here likewise
+        from reference.atom.reference_piece import ReferencePiece
 
-    def _compile_scoped(self, graph, example_inputs, options: dict, runtime_shape: Optional[int]) -> Callable:
-        # the seam sits on a lower floor; imported here to keep importing this module cheap
-        from reference.backends.neuron import neuron_backend
-
-        tupled, single = _with_tuple_output(graph)
-        if runtime_shape is None:
-            # Called under Dynamo's tracing context with a symbolic size: the backend hands back a
-            # callable that builds one artifact per concrete shape as shapes arrive.
-            compiled = neuron_backend(tupled, list(example_inputs), options=options)
-        else:
-            # At run time, with real inputs whose size argument is a plain int: the piece goes
-            # through torch.compile(backend=neuron) itself, which specialises the int, and is
-            # run once here so that the artifact is built (or fetched) now, not on first use.
-            def backend(gm, inputs, **_):
-                return neuron_backend(gm, inputs, options=options)
-
-            if hasattr(tupled, "real_recompile"):
-                # A lazily generated forward is a stub Dynamo refuses to trace: generate it now.
-                tupled.real_recompile()
-
-            compiled = torch.compile(tupled, backend=backend, dynamic=False, fullgraph=True)
-            compiled(*example_inputs)
-        if not single:
-            return compiled
-        return lambda *args: compiled(*args)[0]
+        piece = ReferencePiece(graph, compiler_args, list(example_inputs))
+        if runtime_shape is not None:
+            # At run time, with real inputs whose size argument is a plain int: the artifact of
+            # this size is built (or fetched) now, not on first use. Under Dynamo's tracing context
+            # (the general shape, symbolic sizes) nothing is built: each size builds on first use.
+            piece.build(list(example_inputs))
+        return piece
 
     def compile(self, graph, example_inputs, compiler_config, runtime_shape=None, key=None):
         args = current_scoped_compiler_args()
@@ -345,18 +325,6 @@ class ReferenceAdaptor(CompilerInterface):
         if args is not None and not (isinstance(args, list) and all(isinstance(a, str) for a in args)):
             raise CompileCacheLoadError(f"reference: compiler_args {args!r} of piece {graph_index} is not a list of strings")
         return self._compile(graph, example_inputs, args, runtime_shape)
-
-
-def _with_tuple_output(graph: fx.GraphModule) -> tuple[fx.GraphModule, bool]:
-    """``graph`` returning a tuple, as a Dynamo backend's graph does (a piece cut from a graph
-    returns a bare value when it has one output); the flag says whether it was wrapped."""
-    output = next(iter(reversed(graph.graph.nodes)))
-    if isinstance(output.args[0], (tuple, list)):
-        return graph, False
-    copied = fx.Graph()
-    value = copied.graph_copy(graph.graph, {})
-    copied.output((value,))
-    return fx.GraphModule(graph, copied), True
 
 
 def make_compiler(compilation_config: Any) -> CompilerInterface:

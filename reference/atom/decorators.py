@@ -4,7 +4,7 @@ At levels 0 and 1 the decorated model sets ``do_not_compile`` and calls ``forwar
 level 1 the runner, not the model, wraps it in Dynamo with the eager backend: see
 :func:`compile_model`). At level 2 and above the first call marks dimension 0 of every tensor
 argument dynamic and compiles ``forward`` with the level's backend (Inductor, or the reference
-backend when Inductor is off, at level 2; :class:`~reference.atom.backends.VllmBackend` at
+backend when Inductor is off, at level 2; :class:`~reference.atom.vllm_backend.VllmBackend` at
 level 3). Every later call runs the bytecode Dynamo produced for that first call directly,
 without evaluating Dynamo's guards: the forward's code object is swapped for the compiled one for
 the duration of the call. A forward whose compiled code reassigns a module buffer is refused at
@@ -27,7 +27,7 @@ from typing import Any, Callable, Optional, Union
 import torch
 
 from reference import NeuronBackendError
-from reference.atom.backends import VllmBackend
+from reference.atom.vllm_backend import VllmBackend
 from reference.atom.config import CompilationLevel, Config
 from reference.atom.counters import COUNTERS
 from reference.atom.recorder import recording_backend

@@ -1,2 +1,2 @@
-"""Floor 4: the ``torch.compile`` seams (``neuron``, ``neuron_libtorch``, the capture seam, the native
+"""The ``torch.compile`` seams (``neuron``, ``neuron_libtorch``, the capture seam, the native
 seam), the precompile hook, Dynamo's graph-break hooks, the device helpers and debug artifacts."""

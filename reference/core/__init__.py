@@ -1,2 +1,2 @@
-"""Floor 0: what every other floor stands on. Errors, environment variables, process settings,
+"""What every other package stands on. Errors, environment variables, process settings,
 metrics, tensor specs, the artifact metadata schema. Imports nothing else of the reference."""

@@ -66,6 +66,9 @@ __all__ = [
     # AOT Autograd
     "functorch_config", "make_boxed_func", "aot_module_simplified", "aot_autograd_backend", "aot_graph_names",
     "aot_forward_metadata", "AOTInferenceFacts", "aot_inference_facts", "next_aot_id", "OutputType", "SubclassCreationMeta",
+    "tracing_of_its_own",
+    # DLPack
+    "tensor_from_dlpack_capsule",
     # precompile and Inductor
     "BackendCacheArtifact", "PrecompileContext", "inductor_module",
 ]
@@ -396,11 +399,27 @@ def aot_inference_facts() -> AOTInferenceFacts | None:
     return facts(None)
 
 
+def tracing_of_its_own() -> contextlib.AbstractContextManager:
+    """A tracing context of its own, with a fresh fake mode (static shapes), for AOT Autograd run
+    outside Dynamo: AOT Autograd records a graph's names and metadata in the active context only
+    (:func:`aot_graph_names`, :func:`aot_forward_metadata`), and fakes real inputs in its mode."""
+    from torch._guards import tracing
+
+    return tracing(TracingContext(FakeTensorMode()))
+
+
 def next_aot_id() -> int:
     """Take the next number AOT Autograd gives a graph (its ``AOT_COUNTER``)."""
     from torch._functorch.aot_autograd import AOT_COUNTER
 
     return next(AOT_COUNTER)
+
+
+# --- DLPack ----------------------------------------------------------------------------------------
+
+#: A tensor over the memory a DLPack capsule describes (no copy). ``torch.utils.dlpack.from_dlpack``
+#: handed a capsule calls this after a few Python checks, which a runtime call per output pays for.
+tensor_from_dlpack_capsule: Callable[[Any], torch.Tensor] = getattr(torch._C, "_from_dlpack", torch.utils.dlpack.from_dlpack)
 
 
 # --- precompile and Inductor ----------------------------------------------------------------------

@@ -1,2 +1,2 @@
-"""Floor 2: from an ATen FX graph to StableHLO text (torch-mlir), the decomposition table, the
+"""From an ATen FX graph to StableHLO text (torch-mlir), the decomposition table, the
 NKI SDPA lowering, and the ops that have no lowering."""

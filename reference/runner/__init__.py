@@ -6,8 +6,8 @@ The runner resolves a graph type to a concrete compiler-argument list by calling
 code.
 """
 
-from reference.runner.compiler_args_ctx import optimization_level, with_optimization_level
-from reference.runner.model_runner import (
+from reference.runner.opt_level import optimization_level, with_optimization_level
+from reference.runner.model_loading import (
     GRAPH_TYPES,
     CompilerArgsPolicyError,
     NeuronModelRunner,

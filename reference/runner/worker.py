@@ -12,7 +12,7 @@ import os
 from typing import Any, Sequence
 
 from reference.flows import parallel_compile, parallel_trace
-from reference.runner.model_runner import NeuronModelRunner
+from reference.runner.model_loading import NeuronModelRunner
 
 
 class NeuronWorker:

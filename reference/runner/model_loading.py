@@ -24,7 +24,7 @@ import torch
 from reference.compiler.scope import scoped_compiler_args
 from reference.compiler.driver import parse_compiler_args
 from reference.core.errors import CompilerArgumentError, NeuronBackendError
-from reference.runner.compiler_args_ctx import with_optimization_level
+from reference.runner.opt_level import with_optimization_level
 from reference.spmd.rank import rank_tensor
 
 #: The graph types the runner has compile sites of its own for (the seed's). Graph types are open:
