@@ -28,7 +28,7 @@ from reference.compiler.request import DeferredRequest, resolve_request
 from reference.compiler.scope import platform_compiler_config, scoped_compiler_args
 from reference.core import env
 from reference.core.errors import BackendOptionError
-from reference.flows.parallel_trace import TraceJob, TraceJobError, validate_jobs
+from reference.flows.tracing import TraceJob, TraceJobError, validate_jobs
 from reference.flows.tools import lower_graphs
 
 ROOT = Path(reference.__file__).resolve().parent

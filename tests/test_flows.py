@@ -13,8 +13,8 @@ from reference.flows.forked import run_forked
 from reference.core.specs import TensorSpec
 from reference.lowering.stablehlo import LoweredGraph
 from reference.backends.native import CompilerArgsConflictError, _assert_cache_key_args, reset_native_key_registry
-from reference.flows.parallel_compile import parallel_compile, resolve_staged_args
-from reference.flows.parallel_trace import TraceJobError, validate_jobs
+from reference.flows.staged_build import parallel_compile, resolve_staged_args
+from reference.flows.tracing import TraceJobError, validate_jobs
 
 
 def test_run_forked_reports_values_errors_crashes_and_timeouts_in_order():
@@ -115,7 +115,7 @@ def test_native_guard_refuses_a_second_argument_set():
 
 
 def test_parallel_compile_publishes_and_names_a_failing_graph(tmp_path, monkeypatch):
-    from reference.flows.parallel_compile import ParallelCompileError
+    from reference.flows.staged_build import ParallelCompileError
     from reference.pipeline import neff_cache
 
     monkeypatch.setenv("TORCH_NEURONX_NEFF_CACHE_DIR", str(tmp_path / "neff"))

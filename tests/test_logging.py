@@ -20,7 +20,7 @@ import torch
 from reference.cache.neff_cache import NeffCache
 from reference.core import diagnostics
 from reference.core.diagnostics import Heartbeat
-from reference.flows.parallel_compile import CompiledGraphRecord, Progress
+from reference.flows.staged_build import CompiledGraphRecord, Progress
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

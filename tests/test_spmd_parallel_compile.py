@@ -29,7 +29,7 @@ def capture_and_compile(directory: str):
 
     from neuron_fixtures.spmd import EmbedMoE
     from reference.backends.capture import capture_to
-    from reference.flows.parallel_compile import parallel_compile
+    from reference.flows.staged_build import parallel_compile
     from reference.spmd import rank_tensor
     from reference.spmd.errors import SplinterError
 

@@ -15,7 +15,7 @@ import torch
 
 from reference.flows import forked
 from reference.flows.forked import ChildTraceback, reraise, run_forked
-from reference.flows.parallel_trace import parallel_trace
+from reference.flows.tracing import parallel_trace
 from reference.spmd import rank_tensor
 from reference.spmd.errors import RankConstantError, SplinterError, SPMDViolationError
 
@@ -55,7 +55,7 @@ def test_parallel_compile_raises_a_violation_from_a_compile_child(tmp_path, monk
     import importlib
 
     # the package re-exports the function under the module's name: fetch the module itself
-    pc = importlib.import_module("reference.flows.parallel_compile")
+    pc = importlib.import_module("reference.flows.staged_build")
 
     monkeypatch.setenv("NEURON_LIBTORCH_SPMD_STRICT", "0")
     parallel_trace([(baked, _kwargs(), None)], cache_dir=tmp_path, workers=1)
