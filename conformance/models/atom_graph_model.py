@@ -179,13 +179,15 @@ def record_token_pass(atom: AtomCapability, unit: nn.Module, cache: dict, rows: 
 #: The attention op of the level decoder: a splitting op (level 3 cuts the graph there) whose
 #: implementation is an eager region (a token graph breaks there).
 LEVEL_OP = "token_attention"
-_LEVEL_OPS: dict[int, tuple[str, list]] = {}
+# Keyed by the capability's registration function: a capability object is made per call of
+# impl.atom(), but the op registry it registers into is the implementation's, once per process.
+_LEVEL_OPS: dict[Any, tuple[str, list]] = {}
 
 
 def register_level_attention(atom: AtomCapability) -> tuple[str, list]:
     """Register the level decoder's attention op once per process and ATOM module; returns its
     ``"namespace.op"`` name and the list every call appends ``(rows, max_seqlen_k)`` to."""
-    known = _LEVEL_OPS.get(id(atom))
+    known = _LEVEL_OPS.get(atom.direct_register_custom_op)
     if known is not None:
         return known
     head_dim = DIM // HEADS
@@ -236,7 +238,7 @@ def register_level_attention(atom: AtomCapability) -> tuple[str, list]:
     name = atom.direct_register_custom_op(
         LEVEL_OP, token_attention, mutates_args=["output"], fake_impl=token_attention_fake, dispatch_key="CompositeExplicitAutograd"
     )
-    _LEVEL_OPS[id(atom)] = (name, calls)
+    _LEVEL_OPS[atom.direct_register_custom_op] = (name, calls)
     return name, calls
 
 
