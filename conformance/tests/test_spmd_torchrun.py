@@ -45,9 +45,9 @@ def torchrun_world(request, tmp_path_factory):
         except NotSupported as exc:
             pytest.skip(f"each host needs caches of its own: {exc}")
         roots.append(str(root))
-    pythonpath = os.pathsep.join([str(Path(__file__).resolve().parents[2]), *pythonpath()])
+    search_path = os.pathsep.join([str(Path(__file__).resolve().parents[2]), *pythonpath()])
     try:
-        return run_on_hosts([dict(h, PYTHONPATH=pythonpath) for h in hosts], nproc=NPROC, scenarios=SCENARIOS, roots=roots,
+        return run_on_hosts([dict(h, PYTHONPATH=search_path) for h in hosts], nproc=NPROC, scenarios=SCENARIOS, roots=roots,
                             impl_spec=request.config.stash[SUITE].spec, timeout=TIMEOUT)
     except AgentsFailed as exc:
         pytest.fail(str(exc))
