@@ -142,6 +142,7 @@ def _torchrun_main(argv: list[str]) -> int:
 
 def _run_torchrun(mode: str, timeout: float = 1800.0) -> dict:
     from conformance.harness.launcher import free_port
+    from conformance.models.spmd_world import run_agents
 
     port = free_port()
     command = [
@@ -150,37 +151,21 @@ def _run_torchrun(mode: str, timeout: float = 1800.0) -> dict:
         "--local-addr", "127.0.0.1", "--max-restarts", "0", "-m", "benchmarks.bench_spmd", "--mode", mode,
     ]
     with tempfile.TemporaryDirectory(prefix="bench-spmd-torchrun-") as tmp:
-        agents, roots = [], []
-        start = time.monotonic()
-        try:
-            for host in range(HOSTS):
-                root = os.path.join(tmp, f"host{host}")
-                os.makedirs(root)
-                roots.append(root)
-                env = {
-                    **os.environ, "OMP_NUM_THREADS": "1", "GLOO_SOCKET_IFNAME": "lo",
-                    "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
-                    "TORCH_NEURONX_NEFF_CACHE_DIR": os.path.join(root, "neff"),
-                    "TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR": os.path.join(root, "local"),
-                    "TORCH_NEURONX_HLO_CACHE_DIR": os.path.join(root, "hlo"),
-                    "NEURON_LIBTORCH_STORE_COMPILE": "1",
-                }
-                with open(os.path.join(root, "agent.log"), "wb") as log:
-                    agents.append(subprocess.Popen(command + ["--out", os.path.join(root, "out")], env=env, cwd=ROOT,
-                                                   stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
-            while any(a.poll() is None for a in agents):
-                if any(a.poll() not in (None, 0) for a in agents) or time.monotonic() - start > timeout:
-                    break
-                time.sleep(0.2)
-        finally:
-            for a in agents:
-                if a.poll() is None:
-                    try:
-                        os.killpg(a.pid, signal.SIGKILL)
-                    except ProcessLookupError:
-                        pass
-                a.wait()
-        if any(a.returncode != 0 for a in agents):
+        roots, envs = [], []
+        for host in range(HOSTS):
+            root = os.path.join(tmp, f"host{host}")
+            os.makedirs(root)
+            roots.append(root)
+            envs.append({
+                **os.environ, "OMP_NUM_THREADS": "1", "GLOO_SOCKET_IFNAME": "lo",
+                "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+                "TORCH_NEURONX_NEFF_CACHE_DIR": os.path.join(root, "neff"),
+                "TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR": os.path.join(root, "local"),
+                "TORCH_NEURONX_HLO_CACHE_DIR": os.path.join(root, "hlo"),
+                "NEURON_LIBTORCH_STORE_COMPILE": "1",
+            })
+        codes = run_agents(command, envs, roots, timeout=timeout, cwd=str(ROOT))
+        if any(code != 0 for code in codes):
             logs = [Path(r, "agent.log").read_text(errors="replace")[-3000:] for r in roots]
             raise RuntimeError("torchrun agents failed:\n" + "\n---\n".join(logs))
         per_rank = []

@@ -102,8 +102,6 @@ def run_on_hosts(
     module with ``scenarios``; return every rank's results in rank order. Raises
     :class:`AgentsFailed` with every agent's log when one fails or ``timeout`` passes (the agents
     and their ranks are killed)."""
-    import signal
-    import subprocess
     import time
 
     from conformance.harness.launcher import free_port
@@ -114,13 +112,36 @@ def run_on_hosts(
         "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", f"conformance-{port}",
         "--local-addr", "127.0.0.1", "--max-restarts", "0", "-m", "conformance.models.spmd_world", "--scenarios", ",".join(scenarios),
     ] + (["--impl", impl_spec] if impl_spec else [])
+    start = time.monotonic()
+    envs = [{**os.environ, "OMP_NUM_THREADS": "1", "GLOO_SOCKET_IFNAME": _loopback_interface(), **extra} for extra in hosts]
+    codes = run_agents(command, envs, roots, timeout=timeout)
+    if any(c != 0 for c in codes):
+        logs = []
+        for host, (code, root) in enumerate(zip(codes, roots)):
+            with open(os.path.join(root, "agent.log"), encoding="utf-8", errors="replace") as fh:
+                logs.append(f"--- host {host} (torchrun exit status {code}):\n{fh.read()[-4000:]}")
+        raise AgentsFailed(
+            f"torchrun on {len(hosts)} hosts x {nproc} ranks failed or ran past {timeout:g} s after "
+            f"{time.monotonic() - start:.0f} s:\n" + "\n".join(logs)
+        )
+    return collect([os.path.join(root, "out") for root in roots], len(hosts) * nproc)
+
+
+def run_agents(command: Sequence[str], envs: Sequence[dict[str, str]], roots: Sequence[str], *, timeout: float,
+               cwd: str | None = None) -> list[int]:
+    """Start one ``torchrun`` agent per environment, ``command`` plus ``--out <root>/out``, its
+    output in ``<root>/agent.log``; wait until all end, one fails or ``timeout`` passes, kill what
+    is left (each agent's whole process group: the agent and its ranks) and return the exit codes."""
+    import signal
+    import subprocess
+    import time
+
     agents = []
     start = time.monotonic()
     try:
-        for extra, root in zip(hosts, roots):
-            env = {**os.environ, "OMP_NUM_THREADS": "1", "GLOO_SOCKET_IFNAME": _loopback_interface(), **extra}
+        for env, root in zip(envs, roots):
             with open(os.path.join(root, "agent.log"), "wb") as log:
-                agents.append(subprocess.Popen(command + ["--out", os.path.join(root, "out")], env=env, stdout=log,
+                agents.append(subprocess.Popen([*command, "--out", os.path.join(root, "out")], env=env, cwd=cwd, stdout=log,
                                                stderr=subprocess.STDOUT, start_new_session=True))
         while any(a.poll() is None for a in agents):
             if any(a.poll() not in (None, 0) for a in agents) or time.monotonic() - start > timeout:
@@ -134,17 +155,7 @@ def run_on_hosts(
                 except ProcessLookupError:
                     pass
             a.wait()
-    codes = [a.returncode for a in agents]
-    if any(c != 0 for c in codes):
-        logs = []
-        for host, (code, root) in enumerate(zip(codes, roots)):
-            with open(os.path.join(root, "agent.log"), encoding="utf-8", errors="replace") as fh:
-                logs.append(f"--- host {host} (torchrun exit status {code}):\n{fh.read()[-4000:]}")
-        raise AgentsFailed(
-            f"torchrun on {len(hosts)} hosts x {nproc} ranks failed or ran past {timeout:g} s after "
-            f"{time.monotonic() - start:.0f} s:\n" + "\n".join(logs)
-        )
-    return collect([os.path.join(root, "out") for root in roots], len(hosts) * nproc)
+    return [a.returncode for a in agents]
 
 
 def _loopback_interface() -> str:
