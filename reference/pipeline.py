@@ -43,10 +43,9 @@ from reference.cache.key import create_cache_hash, tool_versions
 from reference.cache.neff_cache import NeffCache
 from reference.cache.staging import StagedGraph, write_staged
 from reference.compiler.driver import CompileResult, CompilerDriver
-from reference.core import env
+from reference.core.build_settings import BuildSettings, CacheRoots
 from reference.core.diagnostics import Heartbeat, warn_user
 from reference.core.errors import CacheMissError, NEFFCompilationError, NEFFExecutionError, PrecisionError, PrecisionWarning
-from reference.core.folders import trusted_folder
 from reference.core.metrics import METRICS, NeuronCompilationMetrics
 from reference.core.schema import ArtifactMetadata, MetadataError
 from reference.core.specs import LoweredGraph
@@ -74,14 +73,18 @@ class BuiltArtifact:
     cache_hit: bool
 
 
-def neff_cache() -> NeffCache | None:
-    """The configured artifact cache, or ``None`` when ``TORCH_NEURONX_NEFF_DISABLE_CACHE`` is set."""
-    if env.get(env.NEFF_DISABLE_CACHE):
+def neff_cache(roots: CacheRoots | None = None) -> NeffCache | None:
+    """The artifact cache under ``roots`` (a compile request's; ``None``: the roots the environment
+    names now, for a tool or test outside a compile), or ``None`` when caching is disabled."""
+    roots = roots or CacheRoots.from_env()
+    if roots.disabled:
         return None
-    return NeffCache(
-        trusted_folder(env.NEFF_CACHE_DIR), trusted_folder(env.NEFF_LOCAL_CACHE_DIR),
-        lock_timeout=env.get(env.NEFF_CACHE_LOCK_TIMEOUT),
-    )
+    return NeffCache(roots.folder("neff"), roots.folder("local"), lock_timeout=roots.lock_timeout_s, hmac_key=roots.hmac_key)
+
+
+def _settings(settings: BuildSettings | None) -> BuildSettings:
+    """A caller's settings, or (a tool or test outside a compile) what the environment gives now."""
+    return settings if settings is not None else BuildSettings.from_env()
 
 
 __all__ = [
@@ -120,7 +123,7 @@ class LoweringStrategy(Protocol):
     collectives: bool
     plan_replay: bool
 
-    def lower(self, aten_gm: torch.fx.GraphModule, *, graph_name: str) -> "Lowering": ...
+    def lower(self, aten_gm: torch.fx.GraphModule, *, graph_name: str, cache: CacheRoots) -> "Lowering": ...
 
     def key_material(self, lowering: "Lowering") -> KeyMaterial: ...
 
@@ -128,7 +131,7 @@ class LoweringStrategy(Protocol):
         self, lowering: "Lowering", compiler_args: Sequence[str], *, graph_name: str, driver: CompilerDriver
     ) -> CompileResult: ...
 
-    def load(self, built: BuiltArtifact, lowering: "Lowering", *, resident: Sequence[int]) -> Callable: ...
+    def load(self, built: BuiltArtifact, lowering: "Lowering", *, resident: Sequence[int], driver: str) -> Callable: ...
 
     def document(self, lowering: "Lowering") -> dict[str, Any] | None: ...
 
@@ -157,8 +160,8 @@ class SingleModule:
     collectives = False
     plan_replay = True
 
-    def lower(self, aten_gm: torch.fx.GraphModule, *, graph_name: str) -> "Lowering":
-        lowered, key = _lower_keyed(aten_gm, graph_name=graph_name)
+    def lower(self, aten_gm: torch.fx.GraphModule, *, graph_name: str, cache: CacheRoots) -> "Lowering":
+        lowered, key = _lower_keyed(aten_gm, graph_name=graph_name, cache=cache)
         return Lowering(lowered, self, hlo_key=key)
 
     def key_material(self, lowering: "Lowering") -> KeyMaterial:
@@ -167,10 +170,11 @@ class SingleModule:
     def compile(self, lowering, compiler_args, *, graph_name, driver) -> CompileResult:
         return _compile_module(driver, lowering.graph, compiler_args, graph_name=graph_name)
 
-    def load(self, built: BuiltArtifact, lowering: "Lowering", *, resident: Sequence[int]) -> Callable:
+    def load(self, built: BuiltArtifact, lowering: "Lowering", *, resident: Sequence[int], driver: str) -> Callable:
         return LoadedArtifact(
             built.artifact, graph_name=built.graph_name, input_specs=lowering.graph.input_specs,
             output_specs=lowering.graph.output_specs, resident=resident, work=estimate_flops(lowering.graph.hlo),
+            driver=driver,
         )
 
     def document(self, lowering: "Lowering") -> None:
@@ -191,13 +195,13 @@ class SPMDProgramStrategy:
     collectives = True
     plan_replay = False
 
-    def lower(self, aten_gm: torch.fx.GraphModule, *, graph_name: str) -> "Lowering":
+    def lower(self, aten_gm: torch.fx.GraphModule, *, graph_name: str, cache: CacheRoots) -> "Lowering":
         split = split_at_collectives(aten_gm, graph_name=graph_name)
         identity = pass_identity(aten_gm)
         pieces = []
         for i, piece in enumerate(split.pieces):
             piece.meta[PASS_IDENTITY_META] = identity  # the pieces went through the graph's passes
-            pieces.append(lower_cached(piece, graph_name=split.piece_name(i)))
+            pieces.append(_lower_keyed(piece, graph_name=split.piece_name(i), cache=cache)[0])
         text = program_text(
             graph_name, pieces, split.steps, split.inputs, [o for o in split.outputs if o is not None], split.specs
         )
@@ -224,7 +228,7 @@ class SPMDProgramStrategy:
             wall_us=int((time.perf_counter() - start) * 1e6),
         )
 
-    def load(self, built: BuiltArtifact, lowering: "Lowering", *, resident: Sequence[int]) -> Callable:
+    def load(self, built: BuiltArtifact, lowering: "Lowering", *, resident: Sequence[int], driver: str) -> Callable:
         pieces = lowering.detail.pieces
 
         def load_piece(i: int, binary: bytes) -> LoadedArtifact:
@@ -232,7 +236,7 @@ class SPMDProgramStrategy:
             return LoadedArtifact(
                 binary, graph_name=f"{built.graph_name}_piece{i}",
                 input_specs=piece.input_specs if piece else (), output_specs=piece.output_specs if piece else (),
-                work=estimate_flops(piece.hlo) if piece else None,
+                work=estimate_flops(piece.hlo) if piece else None, driver=driver,
             )
 
         return LoadedProgram(
@@ -289,13 +293,13 @@ def pass_identity(aten_gm: torch.fx.GraphModule) -> str:
     return aten_gm.meta.get(PASS_IDENTITY_META) or get_default_pass_manager().uuid()
 
 
-def lower_cached(aten_gm: torch.fx.GraphModule, *, graph_name: str) -> LoweredGraph:
-    """``lower_to_stablehlo`` through the HLO cache (off with ``TORCH_NEURONX_NEFF_DISABLE_CACHE``)."""
-    return _lower_keyed(aten_gm, graph_name=graph_name)[0]
+def lower_cached(aten_gm: torch.fx.GraphModule, *, graph_name: str, settings: BuildSettings | None = None) -> LoweredGraph:
+    """``lower_to_stablehlo`` through the HLO cache of ``settings`` (none when caching is off)."""
+    return _lower_keyed(aten_gm, graph_name=graph_name, cache=_settings(settings).cache)[0]
 
 
-def _lower_keyed(aten_gm: torch.fx.GraphModule, *, graph_name: str) -> tuple[LoweredGraph, str | None]:
-    cache = hlo_cache()
+def _lower_keyed(aten_gm: torch.fx.GraphModule, *, graph_name: str, cache: CacheRoots) -> tuple[LoweredGraph, str | None]:
+    cache = hlo_cache(cache)
     if cache is None:
         METRICS.bump("lowerings")
         return lower_to_stablehlo(aten_gm, graph_name=graph_name), None
@@ -311,10 +315,11 @@ def _lower_keyed(aten_gm: torch.fx.GraphModule, *, graph_name: str) -> tuple[Low
     return lowered, key if cache.put(key, lowered) else None
 
 
-def lower(aten_gm: torch.fx.GraphModule, *, graph_name: str) -> Lowering:
-    """Lower one ATen graph under the strategy its content asks for (:func:`strategy_for`)."""
+def lower(aten_gm: torch.fx.GraphModule, *, graph_name: str, settings: BuildSettings | None = None) -> Lowering:
+    """Lower one ATen graph under the strategy its content asks for (:func:`strategy_for`),
+    through the HLO cache of ``settings`` (a compile request's; ``None``: the environment's now)."""
     start = time.perf_counter()
-    lowering = strategy_for(aten_gm).lower(aten_gm, graph_name=graph_name)
+    lowering = strategy_for(aten_gm).lower(aten_gm, graph_name=graph_name, cache=_settings(settings).cache)
     return dataclasses.replace(lowering, lower_us=int((time.perf_counter() - start) * 1e6))
 
 
@@ -407,9 +412,10 @@ def build_artifact(
     graph_name: str,
     driver: CompilerDriver | None = None,
     key_policy: KeyPolicy = DEFAULT_KEY,
+    settings: BuildSettings | None = None,
 ) -> BuiltArtifact:
     """:func:`build` for one StableHLO module (a :class:`Lowering` of :data:`SINGLE_MODULE`)."""
-    return build(Lowering(lowered), compiler_args, graph_name=graph_name, key_policy=key_policy, driver=driver)
+    return build(Lowering(lowered), compiler_args, graph_name=graph_name, key_policy=key_policy, driver=driver, settings=settings)
 
 
 def build(
@@ -419,6 +425,7 @@ def build(
     graph_name: str,
     key_policy: KeyPolicy = DEFAULT_KEY,
     driver: CompilerDriver | None = None,
+    settings: BuildSettings | None = None,
 ) -> BuiltArtifact:
     """The artifact of a :class:`Lowering`: from the cache when present, else compiled (by its
     strategy) and published as one cache entry, whatever the strategy.
@@ -427,14 +434,17 @@ def build(
     this one waited), checks the key's failure record, compiles, and publishes; a failed compile is
     recorded under the key. A cache or lock directory that cannot be written does not fail the
     compile: it warns (:class:`~reference.cache.errors.CacheFallbackWarning`) and the artifact is
-    used uncached. ``key_policy`` says how the key is made and checked (:class:`KeyPolicy`). With
-    ``NEURON_LIBTORCH_STORE_COMPILE`` the compile step is coordinated over the process group's
-    c10d store (:mod:`reference.spmd.coordination`): one rank compiles, the others fetch.
+    used uncached. ``key_policy`` says how the key is made and checked (:class:`KeyPolicy`).
+    ``settings`` (a compile request's; ``None``: the environment's now) give the cache, whether a
+    miss is an error (``assert_cache_hit``) and store coordination: with ``store_compile`` the
+    compile step is coordinated over the process group's c10d store
+    (:mod:`reference.spmd.coordination`): one rank compiles, the others fetch.
     """
+    settings = _settings(settings)
     key, breakdown = lowering_key(lowering, compiler_args, key_policy=key_policy)
     if key_policy.check is not None:
         key_policy.check(key, compiler_args, graph_name, None)
-    cache = neff_cache()
+    cache = neff_cache(settings.cache)
     driver = driver or CompilerDriver()
 
     def _hit(entry) -> BuiltArtifact:
@@ -444,7 +454,7 @@ def build(
         return BuiltArtifact(key, graph_name, entry.artifact, entry.metadata, cache_hit=True)
 
     def _compile() -> BuiltArtifact:
-        if env.get(env.ASSERT_CACHE_HIT):
+        if settings.assert_cache_hit:
             raise CacheMissError(graph_name, key)
         METRICS.bump("compiler_invocations")
         try:
@@ -471,7 +481,7 @@ def build(
     def _compile_once_per_world() -> BuiltArtifact:
         # With NEURON_LIBTORCH_STORE_COMPILE, the first rank of the process group to miss compiles
         # and the others fetch its artifact through the c10d store (reference.spmd.coordination).
-        coordinator = store_coordinator()
+        coordinator = store_coordinator(settings.store_compile, timeout_s=settings.store_wait_s)
         if coordinator is None:
             return _compile()
         compiled: list[BuiltArtifact] = []
@@ -538,12 +548,17 @@ def record_graph_metrics(
 # --- load -----------------------------------------------------------------------------------------
 
 
-def load(built: BuiltArtifact, lowering: Lowering, *, resident: Sequence[int] | None = None) -> Callable:
+def load(
+    built: BuiltArtifact, lowering: Lowering, *, resident: Sequence[int] | None = None, driver: str = "auto"
+) -> Callable:
     """The built artifact as a callable taking the graph's inputs and returning its outputs (the
     strategy's loader).
     ``resident``: the positions of parameters and buffers (default: AOT Autograd's static inputs
-    of the graph being traced)."""
-    return lowering.strategy.load(built, lowering, resident=static_input_indices() if resident is None else resident)
+    of the graph being traced); ``driver``: the runtime driver setting (the request's
+    ``runtime_driver``; ``"auto"`` picks by the call's size)."""
+    return lowering.strategy.load(
+        built, lowering, resident=static_input_indices() if resident is None else resident, driver=driver
+    )
 
 
 class CompiledGraph:
@@ -592,14 +607,15 @@ def compile_aten_graph(
     model_name: str,
     fx_passes_us: int = 0,
     key_policy: KeyPolicy = DEFAULT_KEY,
-    compile_only: bool | None = None,
+    settings: BuildSettings | None = None,
 ) -> CompiledGraph:
-    """Lower, key, build (or fetch) and load one ATen graph, recording its metrics once.
-    ``compile_only``: the compile request's setting (``None``: ``TORCH_NEURONX_COMPILE_ONLY``)."""
-    lowering = lower(aten_gm, graph_name=graph_name)
+    """Lower, key, build (or fetch) and load one ATen graph, recording its metrics once, under
+    ``settings`` (a compile request's; ``None``: the environment's now)."""
+    settings = _settings(settings)
+    lowering = lower(aten_gm, graph_name=graph_name, settings=settings)
     return serve(
         lowering, compiler_args, graph_name=graph_name, model_name=model_name, fx_passes_us=fx_passes_us,
-        key_policy=key_policy, eager=aten_gm, nones=none_outputs(aten_gm), compile_only=compile_only,
+        key_policy=key_policy, eager=aten_gm, nones=none_outputs(aten_gm), settings=settings,
     )
 
 
@@ -614,16 +630,18 @@ def serve(
     eager: Callable | None = None,
     resident: Sequence[int] | None = None,
     nones: Sequence[int] = (),
-    compile_only: bool | None = None,
+    settings: BuildSettings | None = None,
 ) -> CompiledGraph:
     """Build (or fetch) and load a lowered graph, recording its metrics once: the tail of
     :func:`compile_aten_graph`, also taken by a graph served from its plan (no ATen graph).
     ``nones``: the positions of the graph's ``None`` outputs, which the artifact does not return
     (:func:`~reference.lowering.stablehlo.none_outputs`). The float64 policy
-    (:func:`float64_policy`) is applied before the build."""
-    float64_policy(lowering.graph, graph_name)
+    (:func:`float64_policy`) is applied before the build; with ``settings.compile_only`` nothing is
+    loaded (the outputs come from ``eager``)."""
+    settings = _settings(settings)
+    float64_policy(lowering.graph, graph_name, settings.float64)
     start = time.perf_counter()
-    built = build(lowering, compiler_args, graph_name=graph_name, key_policy=key_policy)
+    built = build(lowering, compiler_args, graph_name=graph_name, key_policy=key_policy, settings=settings)
     log.info(
         "graph %s key %s: %s in %.2f s (lowering %.2f s)", graph_name, built.key[:12],
         "cache hit" if built.cache_hit else "compiled (cache miss)", time.perf_counter() - start, lowering.lower_us / 1e6,
@@ -633,13 +651,13 @@ def serve(
         fx_passes_us=fx_passes_us, lower_us=lowering.lower_us,
     )
     loaded = None
-    if not (env.get(env.COMPILE_ONLY) if compile_only is None else compile_only):
+    if not settings.compile_only:
         built, loaded = _load_or_rebuild(built, lowering, compiler_args, graph_name=graph_name, key_policy=key_policy,
-                                         resident=resident)
+                                         resident=resident, settings=settings)
     return CompiledGraph(built, loaded, eager, hlo=lowering.graph.hlo, lowering=lowering, nones=nones)
 
 
-def float64_policy(lowered: LoweredGraph, graph_name: str) -> None:
+def float64_policy(lowered: LoweredGraph, graph_name: str, policy: str = "narrow") -> None:
     """The reference's float64 precision policy, applied to each graph it serves.
 
     The compiler computes float64 in float32 (IREE demotes f64 for the CPU, as Neuron's device
@@ -647,7 +665,8 @@ def float64_policy(lowered: LoweredGraph, graph_name: str) -> None:
     float32's precision and range. For a graph with float64 inputs or outputs, by default
     (``NEURON_REFERENCE_FLOAT64=narrow``) that is done with one warning per graph naming them (by
     position); with ``=error`` the graph is refused with
-    :class:`~reference.core.errors.PrecisionError` before it is built. float64 only inside a
+    :class:`~reference.core.errors.PrecisionError` before it is built (``policy``: the request's
+    ``float64`` setting). float64 only inside a
     graph with other inputs and outputs (a Python scalar the lowering keeps as an f64 constant, a
     backward graph's) is narrowed without a word: no dtype the user sees claims more than it holds.
     """
@@ -658,7 +677,7 @@ def float64_policy(lowered: LoweredGraph, graph_name: str) -> None:
     what = "its float64 " + " and ".join(
         f"{kind} {', '.join(positions)}" for kind, positions in (("inputs", inputs), ("outputs", outputs)) if positions
     )
-    if env.get(env.FLOAT64) == "error":
+    if policy == "error":
         raise PrecisionError(
             f"{what} would be computed in float32 (the device has no float64 units), and "
             "NEURON_REFERENCE_FLOAT64=error refuses that; cast the inputs to float32, or unset "
@@ -675,15 +694,15 @@ def float64_policy(lowered: LoweredGraph, graph_name: str) -> None:
 
 def _load_or_rebuild(
     built: BuiltArtifact, lowering: Lowering, compiler_args: Sequence[str], *, graph_name: str, key_policy: KeyPolicy,
-    resident: Sequence[int] | None,
+    resident: Sequence[int] | None, settings: BuildSettings,
 ) -> tuple[BuiltArtifact, Callable]:
     """Load a built artifact. One served from the cache that the runtime cannot load although its
     checksums match (built for another runtime, or planted) is evicted and rebuilt once; when the
     rebuilt one cannot be loaded either, :class:`UnloadableArtifactError` names the entry."""
     try:
-        return built, load(built, lowering, resident=resident)
+        return built, load(built, lowering, resident=resident, driver=settings.runtime_driver)
     except NEFFExecutionError as exc:
-        cache = neff_cache() if built.cache_hit else None
+        cache = neff_cache(settings.cache) if built.cache_hit else None
         if cache is None:
             raise
         first = exc
@@ -692,9 +711,9 @@ def _load_or_rebuild(
         current = cache.get(built.key, evict=False)
         if current is None or current.artifact == built.artifact:  # not re-published meanwhile
             cache.evict(built.key, f"the runtime could not load its artifact ({first})")
-    rebuilt = build(lowering, compiler_args, graph_name=graph_name, key_policy=key_policy)
+    rebuilt = build(lowering, compiler_args, graph_name=graph_name, key_policy=key_policy, settings=settings)
     try:
-        return rebuilt, load(rebuilt, lowering, resident=resident)
+        return rebuilt, load(rebuilt, lowering, resident=resident, driver=settings.runtime_driver)
     except NEFFExecutionError as exc:
         raise UnloadableArtifactError(graph_name, entry, exc) from exc
 

@@ -54,7 +54,6 @@ from typing import Callable, Sequence
 
 import torch
 
-from reference.core import env
 from reference.core.errors import NEFFExecutionError
 from reference.core.specs import TensorSpec
 from reference.core.torch_compat import tensor_from_dlpack_capsule
@@ -74,10 +73,12 @@ _to_dlpack = torch.utils.dlpack.to_dlpack
 _from_dlpack = tensor_from_dlpack_capsule
 
 
-def choose_driver(work: int | None) -> str:
+def choose_driver(work: int | None, setting: str = "auto") -> str:
     """The IREE driver an artifact whose call does ``work`` operations runs on (``None``: not
-    known, the threaded driver); ``NEURON_REFERENCE_RUNTIME_DRIVER`` overrides the choice."""
-    setting = env.get(env.RUNTIME_DRIVER)  # one of "auto" and DRIVERS (env refuses anything else)
+    known, the threaded driver); ``setting`` (a compile request's ``runtime_driver``, from
+    ``NEURON_REFERENCE_RUNTIME_DRIVER``) overrides the choice unless it is ``"auto"``."""
+    if setting not in ("auto", *DRIVERS):
+        raise ValueError(f"runtime driver {setting!r} is not known; use auto or one of {', '.join(DRIVERS)}")
     if setting == "auto":
         return "local-sync" if work is not None and work <= SYNC_MAX_FLOPS else "local-task"
     return setting
@@ -193,7 +194,7 @@ class LoadedArtifact:
     ``resident`` names the input positions that hold parameters and buffers: their device
     buffers are kept between calls (see the module docstring for when they are remade). ``work``
     is the caller's estimate of the operations in one call; it picks the driver
-    (:func:`choose_driver`), which :attr:`driver` names.
+    (:func:`choose_driver`, under the ``driver`` setting), which :attr:`driver` names.
     """
 
     def __init__(
@@ -205,6 +206,7 @@ class LoadedArtifact:
         output_specs: Sequence[TensorSpec] = (),
         resident: Sequence[int] = (),
         work: int | None = None,
+        driver: str = "auto",
     ) -> None:
         rt = _binding()
         self.graph_name = graph_name
@@ -219,7 +221,7 @@ class LoadedArtifact:
         self._n_in = len(self.input_specs) or None
         self._written: frozenset[int] | None = None  # inputs the program writes: known after the first call
         self._kinds: tuple[object, ...] | None = None  # per input: _PLAIN, _RESIDENT or _WRITTEN, likewise
-        self.driver = choose_driver(work)
+        self.driver = choose_driver(work, driver)
         try:
             shared = _RUNTIME.device(self.driver)
             self._device = shared.device

@@ -288,11 +288,20 @@ def test_with_a_key_an_entry_written_without_it_or_with_another_is_refused(tmp_p
         assert reader.get(KEY) is None
 
 
-def test_the_key_comes_from_the_environment(tmp_path, monkeypatch):
+def test_the_key_comes_from_the_environment_through_the_request(tmp_path, monkeypatch):
+    from reference import pipeline
+    from reference.core.build_settings import CacheRoots
+
+    monkeypatch.setenv("TORCH_NEURONX_NEFF_CACHE_DIR", str(tmp_path / "neff"))
+    monkeypatch.setenv("TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR", str(tmp_path / "local"))
     monkeypatch.setenv("TORCH_NEURONX_CACHE_HMAC_KEY", "from-env")
-    assert store.NeffCache(str(tmp_path)).hmac_key == b"from-env"
+    roots = CacheRoots.from_env()
+    assert roots.hmac_key == b"from-env" and "from-env" not in repr(roots)  # a logged request never shows it
+    assert pipeline.neff_cache(roots).hmac_key == b"from-env"
     monkeypatch.delenv("TORCH_NEURONX_CACHE_HMAC_KEY")
-    assert store.NeffCache(str(tmp_path)).hmac_key is None
+    assert pipeline.neff_cache(roots).hmac_key == b"from-env"  # the request's roots, not the environment now
+    assert pipeline.neff_cache().hmac_key is None
+    assert store.NeffCache(str(tmp_path)).hmac_key is None  # a cache made by hand is told its key
 
 
 # --- HLO and plan records -------------------------------------------------------------------------------

@@ -69,6 +69,92 @@ def test_a_request_does_not_follow_the_environment_after_it_is_made():
         assert not request.compile_only and request.target == "trn2"
 
 
+# --- below the seam: the request's settings, never the environment ---------------------------------
+
+#: The packages below the seam (the import-linter contract "nothing below the seam reads the
+#: environment" keeps reference.core.env out of them; this checks it at run time, calls included).
+_BELOW_SEAM = tuple(str(ROOT / p) for p in ("pipeline.py", "runtime.py", "cache", "lowering", "fx_passes", "spmd"))
+
+
+_CORE = str(ROOT / "core")
+
+
+def _spy_env_reads_below_the_seam(monkeypatch) -> list[str]:
+    """Every variable read (``env.get``/``env.is_set``) that code below the seam makes, as ``NAME
+    from file:line``; the read itself goes through unchanged. A read is the code's whose frame is
+    the nearest outside ``reference/core`` (so a read through ``BuildSettings.from_env`` counts for
+    its caller). Reads by listeners registered from above (the metric tables' CSV writer, called
+    when the pipeline records a graph) are theirs, and the host identity is read by the compiler
+    driver once per process (``tool_versions`` is cached)."""
+    import sys
+
+    seen: list[str] = []
+
+    def spy(real):
+        def read(name, *args, **kwargs):
+            frame = sys._getframe(1)
+            while frame is not None and frame.f_code.co_filename.startswith(_CORE):
+                frame = frame.f_back
+            where = frame.f_code.co_filename if frame is not None else ""
+            if where.startswith(_BELOW_SEAM):
+                seen.append(f"{name} from {Path(where).relative_to(ROOT.parent)}:{frame.f_lineno}")
+            return real(name, *args, **kwargs)
+
+        return read
+
+    monkeypatch.setattr(env, "get", spy(env.get))
+    monkeypatch.setattr(env, "is_set", spy(env.is_set))
+    return seen
+
+
+def test_nothing_below_the_seam_reads_the_environment_while_compiling(monkeypatch, tmp_path):
+    """A cold compile (lower, build, load, the plan recorded), a warm one (served from its plan), a
+    training step (the backward graph built at its first call), a float64 graph and a compile-only
+    one: the pipeline, the caches, the lowering and the runtime read only the request."""
+    seen = _spy_env_reads_below_the_seam(monkeypatch)
+    monkeypatch.setenv(env.NEFF_CACHE_DIR, str(tmp_path / "neff"))
+    monkeypatch.setenv(env.HLO_CACHE_DIR, str(tmp_path / "hlo"))
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 2))
+    x = torch.randn(3, 4)
+    for _start in ("cold", "warm"):
+        torch._dynamo.reset()
+        with torch.no_grad():
+            torch.testing.assert_close(torch.compile(model, backend="neuron", dynamic=False)(x), model(x), rtol=1e-5, atol=1e-5)
+    torch._dynamo.reset()
+    torch.compile(model, backend="neuron", dynamic=False)(x).sum().backward()  # forward and backward graphs
+    assert model[0].weight.grad is not None
+    torch._dynamo.reset()
+    with pytest.warns(UserWarning, match="float64"):
+        torch.compile(lambda a: a * 2, backend="neuron", dynamic=False)(torch.ones(3, dtype=torch.float64))
+    torch._dynamo.reset()
+    with reference.compile_only():
+        torch.compile(lambda a: a + 5, backend="neuron", dynamic=False)(torch.ones(3))
+    torch._dynamo.reset()
+    assert seen == [], "read from the environment below the seam:\n" + "\n".join(seen)
+
+
+def test_a_compile_follows_the_settings_of_its_request_not_the_environment_later(monkeypatch, tmp_path):
+    """Settings frozen in a request win over the environment changed after it was made: the float64
+    policy, the cache folders and assert-cache-hit all come from the request."""
+    from reference import pipeline
+    from reference.core.build_settings import BuildSettings, CacheRoots
+    from reference.core.errors import PrecisionError
+    from reference.flows.tools import lower_graphs as lower_all
+
+    (lowered,) = lower_all(lambda a: a * 2, (torch.ones(3, dtype=torch.float64),))
+    mine = BuildSettings(cache=CacheRoots(neff=str(tmp_path / "mine"), hlo=str(tmp_path / "hlo"), local=str(tmp_path / "lk"),
+                                          configured=frozenset({env.NEFF_CACHE_DIR, env.HLO_CACHE_DIR, env.NEFF_LOCAL_CACHE_DIR})))
+    monkeypatch.setenv(env.FLOAT64, "error")
+    monkeypatch.setenv(env.NEFF_CACHE_DIR, str(tmp_path / "elsewhere"))
+    monkeypatch.setenv(env.ASSERT_CACHE_HIT, "1")
+    with pytest.warns(UserWarning, match="float64"):  # narrowed (the request's policy), not refused
+        served = pipeline.serve(pipeline.Lowering(lowered), ["-O1"], graph_name="g64", model_name="m", settings=mine)
+    assert (tmp_path / "mine" / served.key).is_dir() and not (tmp_path / "elsewhere").exists()
+    torch.testing.assert_close(served(torch.ones(3, dtype=torch.float64))[0], torch.full((3,), 2.0, dtype=torch.float64))
+    with pytest.raises(PrecisionError, match="g64"):  # the environment's settings, made now, refuse it
+        pipeline.serve(pipeline.Lowering(lowered), ["-O1"], graph_name="g64", model_name="m")
+
+
 def test_an_unknown_key_policy_is_a_typed_error():
     with pytest.raises(BackendOptionError, match="unknown key policy 'natve'"):
         resolve_request({}, seam="neuron", key_policy="natve")
@@ -111,6 +197,29 @@ def test_a_parsed_config_in_the_scope_is_not_parsed_again(monkeypatch):
         request = resolve_request({}, seam="neuron")
     assert calls == [["--auto-cast", "all"]], "only the platform's flags are parsed"
     assert request.config.auto_cast == "all" and request.config.optlevel == 3
+
+
+def test_a_runners_decode_graph_parses_its_policys_list_once(monkeypatch, tmp_path):
+    """The runner validates the policy's list by parsing it and scopes the parsed configuration:
+    from the policy's answer to the built artifact, one parse (the platform adds no flags here)."""
+    from types import SimpleNamespace
+
+    from neuron_fixtures.policy import PolicyVLM
+    from reference.runner import NeuronModelRunner
+    from reference.runner.opt_level import with_optimization_level
+
+    helpers = SimpleNamespace(scoped_compiler_args=scoped_compiler_args, with_optimization_level=with_optimization_level)
+    runner = NeuronModelRunner(PolicyVLM(helpers), compiler_args=["--model-type", "transformer"]).load_model()
+    monkeypatch.setenv(env.NEFF_CACHE_DIR, str(tmp_path / "neff"))
+    monkeypatch.setenv(env.HLO_CACHE_DIR, str(tmp_path / "hlo"))
+    reference.reset_dynamo_metrics()
+    calls = _count_parses(monkeypatch)
+    torch._dynamo.reset()
+    with torch.no_grad():
+        runner.run_site("decode", **runner.model.example_kwargs("decode"))
+    torch._dynamo.reset()
+    assert calls == [["--model-type", "transformer", "-O3"]], f"parsed {len(calls)} times: {calls}"
+    assert reference.get_dynamo_metrics(), "the decode graph was compiled"
 
 
 # --- the deferred path carries a typed, serialisable request ------------------------------------

@@ -18,6 +18,7 @@ from hypothesis import given, settings, strategies as st
 from reference.backends import inference_plan, neuron
 from reference.cache.plan_cache import PlanCache, create_plan_key, graph_digest, input_signature, plan_cache
 from reference.core import env
+from reference.core.build_settings import BuildSettings
 from reference.core.metrics import METRICS
 
 
@@ -126,7 +127,7 @@ def test_graphs_whose_aot_wrapper_does_more_have_no_plan_and_stay_correct(caches
     torch.testing.assert_close(outs[1], x + 1)
 
     lin = torch.nn.Linear(4, 4)  # a training graph (parameters need gradients): no key at all
-    key = inference_plan.plan_key(graph_digest(torch.fx.symbolic_trace(lin)), [x.requires_grad_()], "p")
+    key = inference_plan.plan_key(graph_digest(torch.fx.symbolic_trace(lin)), [x.requires_grad_()], "p", BuildSettings.from_env())
     assert key is None
 
 
@@ -219,19 +220,19 @@ def test_the_seams_key_follows_grad_mode_the_sdpa_switch_and_aot_autograds_confi
     gm = graph_digest(_traced())
     inputs = [torch.zeros(4), torch.zeros(4)]
     with torch.no_grad():
-        off = inference_plan.plan_key(gm, inputs, "passes-1")
-        assert inference_plan.plan_key(gm, inputs, "passes-2") != off
+        off = inference_plan.plan_key(gm, inputs, "passes-1", BuildSettings.from_env())
+        assert inference_plan.plan_key(gm, inputs, "passes-2", BuildSettings.from_env()) != off
         monkeypatch.setenv(env.ENABLE_NKI_SDPA, "0")
-        assert inference_plan.plan_key(gm, inputs, "passes-1") != off
+        assert inference_plan.plan_key(gm, inputs, "passes-1", BuildSettings.from_env()) != off
     monkeypatch.delenv(env.ENABLE_NKI_SDPA)
-    assert inference_plan.plan_key(gm, inputs, "passes-1") != off  # grad mode on
+    assert inference_plan.plan_key(gm, inputs, "passes-1", BuildSettings.from_env()) != off  # grad mode on
     with torch.no_grad():
-        assert inference_plan.plan_key(gm, inputs, "passes-1") == off
+        assert inference_plan.plan_key(gm, inputs, "passes-1", BuildSettings.from_env()) == off
         flipped = not torch._functorch.config.view_replay_for_aliased_outputs
         with torch._functorch.config.patch(view_replay_for_aliased_outputs=flipped):
-            assert inference_plan.plan_key(gm, inputs, "passes-1") != off  # AOT Autograd configured otherwise
+            assert inference_plan.plan_key(gm, inputs, "passes-1", BuildSettings.from_env()) != off  # AOT Autograd configured otherwise
         with torch._functorch.config.patch(bundled_autograd_cache=True):  # as aot_compile sets it
-            assert inference_plan.plan_key(gm, inputs, "passes-1") is None
+            assert inference_plan.plan_key(gm, inputs, "passes-1", BuildSettings.from_env()) is None
     assert input_signature([torch.zeros(2), [torch.zeros(2)]]) is None  # not a plain tensor: no plan
 
 

@@ -11,6 +11,7 @@ import torch
 
 from reference import runtime
 from reference.core import env
+from reference.core.build_settings import BuildSettings
 from reference.core.errors import EnvVarError
 from reference.lowering.cost import estimate_flops
 
@@ -44,23 +45,30 @@ def test_a_lowered_linear_counts_at_least_its_matmul():
     assert 2 * m * k * n <= flops <= 2 * m * k * n + 4 * (m * k + k * n + m * n)
 
 
+def _driver_setting() -> str:
+    return BuildSettings.from_env().runtime_driver  # what a compile request made now carries
+
+
 def test_small_calls_run_on_the_callers_thread_and_large_ones_on_the_workers(monkeypatch):
     monkeypatch.delenv(env.RUNTIME_DRIVER, raising=False)
-    assert runtime.choose_driver(1000) == "local-sync"
-    assert runtime.choose_driver(runtime.SYNC_MAX_FLOPS) == "local-sync"
-    assert runtime.choose_driver(runtime.SYNC_MAX_FLOPS + 1) == "local-task"
-    assert runtime.choose_driver(None) == "local-task"  # unknown work: the threaded driver
+    assert _driver_setting() == "auto"
+    assert runtime.choose_driver(1000, "auto") == "local-sync"
+    assert runtime.choose_driver(runtime.SYNC_MAX_FLOPS, "auto") == "local-sync"
+    assert runtime.choose_driver(runtime.SYNC_MAX_FLOPS + 1, "auto") == "local-task"
+    assert runtime.choose_driver(None, "auto") == "local-task"  # unknown work: the threaded driver
     monkeypatch.setenv(env.RUNTIME_DRIVER, "LOCAL-TASK")
-    assert runtime.choose_driver(10) == "local-task"
+    assert runtime.choose_driver(10, _driver_setting()) == "local-task"
     monkeypatch.setenv(env.RUNTIME_DRIVER, "local-sync")
-    assert runtime.choose_driver(1 << 40) == "local-sync"
+    assert runtime.choose_driver(1 << 40, _driver_setting()) == "local-sync"
 
 
 def test_an_unknown_driver_is_refused_naming_the_variable(monkeypatch):
     monkeypatch.setenv(env.RUNTIME_DRIVER, "cuda")
     with pytest.raises(EnvVarError) as info:
-        runtime.choose_driver(10)
+        _driver_setting()
     assert env.RUNTIME_DRIVER in str(info.value) and "local-sync" in str(info.value)
+    with pytest.raises(ValueError, match="'cuda' is not known"):  # a caller passing a setting of its own
+        runtime.choose_driver(10, "cuda")
 
 
 def test_both_drivers_give_the_compiled_graphs_result(monkeypatch):

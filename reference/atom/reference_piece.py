@@ -165,10 +165,10 @@ class ReferencePiece:
         made: list = []
 
         def serve_piece(aten_gm, *, graph_name, request, fx_passes_us):
-            lowering = lower(aten_gm, graph_name=graph_name)
+            lowering = lower(aten_gm, graph_name=graph_name, settings=request.settings)
             compiled = serve(
                 lowering, request.config, graph_name=graph_name, model_name=request.model_name, fx_passes_us=fx_passes_us,
-                eager=aten_gm, nones=none_outputs(aten_gm), resident=resident, compile_only=request.compile_only,
+                eager=aten_gm, nones=none_outputs(aten_gm), resident=resident, settings=request.settings,
             )
             names = aot_graph_names()
             graph_type = names[0].partition("_")[2] if names else "inference"

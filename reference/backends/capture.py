@@ -28,8 +28,7 @@ from reference.backends.neuron import compile_fx_graph, opt_into_graph_breaks
 from reference.backends.seam import Seam
 from reference.compiler.request import CompileRequest
 from reference.cache.staging import StagedGraph, read_staged
-from reference.core import env
-from reference.core.folders import trusted_folder
+from reference.core.build_settings import CacheRoots
 from reference.core.specs import LoweredGraph
 from reference.pipeline import DEFAULT_KEY, KEY_POLICIES, KeyPolicy, Lowering, lower, stage
 from reference.spmd.guards import mark_staged_rank
@@ -55,8 +54,10 @@ def capture_to(path: str | os.PathLike, *, key_policy: str = "default") -> Itera
         _capture_dir.reset(token)
 
 
-def capture_dir() -> str:
-    return _capture_dir.get() or os.path.join(trusted_folder(env.HLO_CACHE_DIR), "captured")
+def capture_dir(cache: CacheRoots | None = None) -> str:
+    """Where captured graphs are staged: the :func:`capture_to` block's folder, else ``captured/``
+    under the HLO cache folder of ``cache`` (``None``: the roots the environment names now)."""
+    return _capture_dir.get() or os.path.join((cache or CacheRoots.from_env()).folder("hlo"), "captured")
 
 
 class CaptureLog:
@@ -89,12 +90,15 @@ def stage_graph(
     graph_name: str,
     directory: str | None = None,
     key_policy: str | None = None,
+    cache: CacheRoots | None = None,
 ) -> StagedGraph:
     """Stage one lowered graph (atomically: a reader sees no entry or a whole one), mark the rank
-    that staged it in a multi-rank run (for the single-artifact check), and log it."""
+    that staged it in a multi-rank run (for the single-artifact check), and log it. Without a
+    ``directory`` or a :func:`capture_to` block, the graph goes under ``captured/`` of the HLO
+    cache folder of ``cache`` (a compile request's roots; ``None``: the environment's now)."""
     if isinstance(lowering, LoweredGraph):
         lowering = Lowering(lowering)
-    directory = os.path.abspath(directory or capture_dir())
+    directory = os.path.abspath(directory or capture_dir(cache))
     policy = KEY_POLICIES[key_policy] if key_policy is not None else _key_policy.get()
     staged = stage(lowering, compiler_args, graph_name=graph_name, directory=directory, key_policy=policy)
     if dist.is_available() and dist.is_initialized():
@@ -104,7 +108,10 @@ def stage_graph(
 
 
 def _stage_action(aten_gm: torch.fx.GraphModule, *, graph_name: str, request: CompileRequest, **_) -> Callable:
-    stage_graph(lower(aten_gm, graph_name=graph_name), request.config, graph_name=graph_name, key_policy=request.key_policy)
+    stage_graph(
+        lower(aten_gm, graph_name=graph_name, settings=request.settings), request.config, graph_name=graph_name,
+        key_policy=request.key_policy, cache=request.cache,
+    )
     return aten_gm
 
 

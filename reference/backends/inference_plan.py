@@ -27,7 +27,7 @@ import torch
 
 from reference.cache.hlo_cache import hlo_cache
 from reference.cache.plan_cache import InferencePlan, create_plan_key, input_signature, plan_cache
-from reference.core import env
+from reference.core.build_settings import BuildSettings, CacheRoots
 from reference.core.metrics import METRICS
 from reference.core.torch_compat import aot_inference_facts, functorch_config, next_aot_id
 from reference.lowering import decompositions, nki_sdpa, sorting
@@ -56,13 +56,16 @@ def _aot_config_digest() -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def plan_key(digest: str | Callable[[], str], example_inputs: Sequence[Any], pass_identity: str) -> str | None:
+def plan_key(
+    digest: str | Callable[[], str], example_inputs: Sequence[Any], pass_identity: str, settings: BuildSettings
+) -> str | None:
     """The plan-cache key of a Dynamo graph about to be compiled (``digest``: its
     :func:`~reference.cache.plan_cache.graph_digest`, or a function that makes it), or ``None``
-    when it cannot have a plan: caching is off, an input is not a plain tensor, one needs
+    when it cannot have a plan: caching is off or the request is compile-only (``settings``, the
+    request's), an input is not a plain tensor, one needs
     gradients (a training graph), or AOT Autograd is asked to bundle what it compiles into its own
     cache entry (``aot_compile`` does), which takes AOT's compiled output and not a planned call."""
-    if env.get(env.NEFF_DISABLE_CACHE) or env.get(env.COMPILE_ONLY):
+    if settings.cache.disabled or settings.compile_only:
         return None
     if functorch_config().bundled_autograd_cache:
         return None
@@ -76,7 +79,7 @@ def plan_key(digest: str | Callable[[], str], example_inputs: Sequence[Any], pas
         "autocast_cpu": [torch.is_autocast_enabled("cpu"), str(torch.get_autocast_dtype("cpu"))],
         "default_dtype": str(torch.get_default_dtype()),
         "passes": pass_identity,
-        "nki_sdpa": bool(env.get(env.ENABLE_NKI_SDPA)),
+        "nki_sdpa": bool(settings.nki_sdpa),
         "lowering": lowering_fingerprint(),
         "source": _source_digest(),
         "aot_config": _aot_config_digest(),
@@ -124,9 +127,9 @@ def plan_for(aten_gm: torch.fx.GraphModule, n_inputs: int, graph_type: str, comp
     )
 
 
-def record(key: str, plan: InferencePlan | None) -> None:
+def record(key: str, plan: InferencePlan | None, roots: CacheRoots) -> None:
     """Store ``plan`` under ``key`` for the next start (not a plan whose text has no HLO record)."""
-    cache = plan_cache()
+    cache = plan_cache(roots)
     if plan is not None and plan.hlo_key and cache is not None:
         cache.put(key, plan)
 
@@ -155,14 +158,16 @@ class PlannedCall:
 
 
 def serve_planned(
-    key: str, n_inputs: int, *, compiler_args: Sequence[str], model_name: str, fx_passes_us: int
+    key: str, n_inputs: int, *, compiler_args: Sequence[str], model_name: str, fx_passes_us: int,
+    settings: BuildSettings,
 ) -> tuple[PlannedCall, CompiledGraph, InferencePlan] | None:
-    """The graph of plan ``key`` from the caches, or ``None`` (no plan, or its HLO record is gone)."""
-    cache = plan_cache()
+    """The graph of plan ``key`` from the caches of ``settings`` (the compile request's), served
+    under them, or ``None`` (no plan, or its HLO record is gone)."""
+    cache = plan_cache(settings.cache)
     plan = cache.get(key) if cache is not None else None
     if plan is None:
         return None
-    hlo = hlo_cache()
+    hlo = hlo_cache(settings.cache)
     lowered = hlo.get(plan.hlo_key) if hlo is not None else None
     if lowered is None or plan.n_inputs != n_inputs or len(lowered.input_specs) != n_inputs or (
         len(lowered.output_specs) != len(plan.mutated_inputs) + plan.n_outputs
@@ -176,6 +181,6 @@ def serve_planned(
     METRICS.bump("plan_cache_hits")
     compiled = serve(
         Lowering(lowered, hlo_key=plan.hlo_key), compiler_args, graph_name=graph_name, model_name=model_name,
-        fx_passes_us=fx_passes_us, resident=plan.static_inputs,
+        fx_passes_us=fx_passes_us, resident=plan.static_inputs, settings=settings,
     )
     return PlannedCall(compiled, plan, graph_name), compiled, plan

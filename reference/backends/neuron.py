@@ -134,7 +134,10 @@ def compile_fx_graph(
         start = time.perf_counter()
         manager = get_default_pass_manager()
         try:
-            gm = manager.run_passes(gm, target_device=request.target_device, graph_name=f"{model_name}_dynamo")
+            gm = manager.run_passes(
+                gm, target_device=request.target_device, graph_name=f"{model_name}_dynamo",
+                spmd_strict=request.settings.spmd_strict,
+            )
         except SPMDViolationError:  # a guard rail under the strict flag: never a fallback (docs/spmd.md)
             raise
         except NeuronBackendError as exc:  # a pass that fails is a compile failure like any other
@@ -144,11 +147,12 @@ def compile_fx_graph(
 
     # A graph the seam serves under the default key may have an inference plan: then a warm start
     # skips AOT Autograd's trace, and every call its runtime wrapper (reference.backends.inference_plan).
-    key = inference_plan.plan_key(digest, example_inputs, pass_identity) if planned else None
+    key = inference_plan.plan_key(digest, example_inputs, pass_identity, request.settings) if planned else None
     if key is not None:
         try:
             served = inference_plan.serve_planned(
-                key, len(example_inputs), compiler_args=compiler_args, model_name=model_name, fx_passes_us=fx_us
+                key, len(example_inputs), compiler_args=compiler_args, model_name=model_name, fx_passes_us=fx_us,
+                settings=request.settings,
             )
         except NeuronBackendError as exc:
             return _eager_fallback(exc, gm, fallback=fallback)
@@ -170,7 +174,7 @@ def compile_fx_graph(
         if plan is not None:
             made.append((plan, compiled, graph_name))
             if key is not None:
-                inference_plan.record(key, plan)
+                inference_plan.record(key, plan, request.settings.cache)
         _write_debug_artifacts(graph_name, aten_gm.code, compiled)
         return _with_fallback(compiled, aten_gm, fallback=fallback)
 
@@ -184,7 +188,7 @@ def compile_fx_graph(
         graph_name = f"{model_name}_{aot_id}_{graph_type}_{nth}"
         aten_gm.meta[PASS_IDENTITY_META] = pass_identity
         try:
-            lower(aten_gm, graph_name=graph_name)  # through the HLO cache: the first backward() finds it there
+            lower(aten_gm, graph_name=graph_name, settings=request.settings)  # the first backward() finds it in the HLO cache
         except LoweringError as exc:
             raise TrainingUnsupportedError(exc) from exc
 
@@ -196,7 +200,7 @@ def compile_fx_graph(
         return _BackwardGraph(build, aten_gm, graph_name, fallback=fallback)
 
     try:
-        compiled_fn = _aot(gm, example_inputs, fw_compiler, bw_compiler, nki_sdpa.decompositions())
+        compiled_fn = _aot(gm, example_inputs, fw_compiler, bw_compiler, nki_sdpa.decompositions(request.settings.nki_sdpa))
     except NeuronBackendError as exc:
         return _eager_fallback(exc, gm, fallback=fallback)
     if len(made) == 1:  # one inference graph whose wrapper would only copy mutated inputs back

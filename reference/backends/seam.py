@@ -40,7 +40,7 @@ def serve_graph(key_policy: KeyPolicy) -> GraphAction:
     def serve(aten_gm: torch.fx.GraphModule, *, graph_name: str, request: CompileRequest, fx_passes_us: int = 0):
         return compile_aten_graph(
             aten_gm, graph_name=graph_name, compiler_args=request.config, model_name=request.model_name,
-            fx_passes_us=fx_passes_us, key_policy=key_policy, compile_only=request.compile_only,
+            fx_passes_us=fx_passes_us, key_policy=key_policy, settings=request.settings,
         )
 
     return serve

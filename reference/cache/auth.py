@@ -15,16 +15,8 @@ import hmac
 import json
 from typing import Any, Mapping
 
-from reference.core import env
-
 #: The record field that carries a JSON record's HMAC.
 HMAC_FIELD = "hmac_sha256"
-
-
-def configured_key() -> bytes | None:
-    """The HMAC key from ``TORCH_NEURONX_CACHE_HMAC_KEY``, or ``None`` when it is not set."""
-    value = env.get(env.CACHE_HMAC_KEY)
-    return value.encode("utf-8") if value else None
 
 
 def sign(key: bytes, *parts: bytes) -> str:

@@ -28,13 +28,12 @@ from typing import Any, Mapping, Sequence
 
 import torch
 
-from reference.cache.auth import configured_key, record_verifies, sign_record
+from reference.cache.auth import record_verifies, sign_record
 from reference.cache.errors import CacheFallbackWarning
 from reference.cache.key import KEY_LENGTH, tool_versions
 from reference.cache.records import INT, LIST, STR, read_record, valid_key, warn_rejected
-from reference.core import env
 from reference.core.diagnostics import warn_user
-from reference.core.folders import trusted_folder
+from reference.core.build_settings import CacheRoots
 from reference.core.atomic import write_atomic
 from reference.core.specs import LoweredGraph, TensorSpec
 from reference.core.torch_compat import unset_fake_temporarily
@@ -221,8 +220,10 @@ class HloCache:
         return self._write(key, rec)
 
 
-def hlo_cache() -> HloCache | None:
-    """The configured HLO cache, or ``None`` when caching is disabled."""
-    if env.get(env.NEFF_DISABLE_CACHE):
+def hlo_cache(roots: CacheRoots | None = None) -> HloCache | None:
+    """The HLO cache under ``roots`` (a compile request's; ``None``: the roots the environment
+    names now, for a tool or test outside a compile), or ``None`` when caching is disabled."""
+    roots = roots or CacheRoots.from_env()
+    if roots.disabled:
         return None
-    return HloCache(trusted_folder(env.HLO_CACHE_DIR), hmac_key=configured_key())
+    return HloCache(roots.folder("hlo"), hmac_key=roots.hmac_key)

@@ -34,7 +34,7 @@ import time
 from dataclasses import dataclass
 
 from reference.core.diagnostics import warn_user
-from reference.cache.auth import configured_key, sign, verify
+from reference.cache.auth import sign, verify
 from reference.cache.errors import CacheFallbackWarning, CacheLockTimeoutError, CacheWriteError
 from reference.cache.failures import FailureRecords
 from reference.cache.records import INT, NUM, STR, RecordRejected, clamp_time, read_record, read_regular
@@ -50,7 +50,6 @@ METADATA_FILE = "metadata.json"
 HMAC_FILE = "entry.hmac"
 _HOLDER_SCHEMA = {"pid": INT, "since": NUM}
 _HOLDER_OPTIONAL = {"host": STR, "graph_name": STR, "key": STR}
-_FROM_ENV = object()
 TMP_PREFIX = ".tmp-"
 DEFAULT_LOCK_TIMEOUT_S = 1200
 _counter = itertools.count()
@@ -111,13 +110,14 @@ class NeffCache:
 
     def __init__(
         self, root: str, local_root: str | None = None, *, lock_timeout: float = DEFAULT_LOCK_TIMEOUT_S,
-        hmac_key: bytes | None | object = _FROM_ENV,
+        hmac_key: bytes | None = None,
     ) -> None:
         self.root = os.path.abspath(root)
         self.local_root = os.path.abspath(local_root) if local_root else None
         self.lock_timeout = lock_timeout
-        #: entries are signed and checked under this key (default: ``TORCH_NEURONX_CACHE_HMAC_KEY``)
-        self.hmac_key = configured_key() if hmac_key is _FROM_ENV else hmac_key
+        #: entries are signed and checked under this key (``None``: not authenticated); a compile
+        #: request's :class:`~reference.core.folders.CacheRoots` carry ``TORCH_NEURONX_CACHE_HMAC_KEY``
+        self.hmac_key = hmac_key
         self.failures = FailureRecords(os.path.join(self.root, ".failures"))
 
     # --- paths ---------------------------------------------------------------------------------

@@ -37,12 +37,10 @@ from typing import Any, Mapping, Sequence
 
 import torch
 
-from reference.cache.auth import configured_key
 from reference.cache.hlo_cache import HloCache, graph_fingerprint
 from reference.cache.key import KEY_LENGTH, tool_versions
 from reference.cache.records import DICT, INT, STR, valid_key, warn_rejected
-from reference.core import env
-from reference.core.folders import trusted_folder
+from reference.core.build_settings import CacheRoots
 
 log = logging.getLogger(__name__)
 
@@ -149,8 +147,10 @@ class PlanCache(HloCache):
         return self._write(key, {"record_version": RECORD_VERSION, "key": key, "plan": plan.as_json()})
 
 
-def plan_cache() -> PlanCache | None:
-    """The configured plan cache (beside the HLO cache records), or ``None`` when caching is off."""
-    if env.get(env.NEFF_DISABLE_CACHE):
+def plan_cache(roots: CacheRoots | None = None) -> PlanCache | None:
+    """The plan cache (beside the HLO cache records) under ``roots`` (as :func:`hlo_cache`), or
+    ``None`` when caching is off."""
+    roots = roots or CacheRoots.from_env()
+    if roots.disabled:
         return None
-    return PlanCache(os.path.join(trusted_folder(env.HLO_CACHE_DIR), "plans"), hmac_key=configured_key())
+    return PlanCache(os.path.join(roots.folder("hlo"), "plans"), hmac_key=roots.hmac_key)

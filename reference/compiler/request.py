@@ -21,6 +21,7 @@ from typing import Any, Mapping, Sequence
 from reference.compiler.driver import CompilerConfig
 from reference.compiler.scope import current_scoped_config, platform_compiler_config
 from reference.core import env
+from reference.core.build_settings import BuildSettings, CacheRoots
 from reference.core.errors import BackendOptionError
 from reference.core.settings import get_model_name, get_rank
 
@@ -29,40 +30,41 @@ KEY_POLICY_NAMES = ("default", "native")
 
 
 @dataclass(frozen=True)
-class CacheRoots:
-    """Where the caches live and how they are used, as configured when the request was made."""
-
-    neff: str
-    hlo: str
-    local: str
-    disabled: bool
-    lock_timeout_s: int
-
-
-@dataclass(frozen=True)
 class CompileRequest:
     """What one compile of one Dynamo graph uses (see the module doc).
 
     ``config``: the resolved compiler configuration (scope, then platform arguments, parsed once);
+    ``settings``: what the pipeline below the seam reads (cache folders, compile-only,
+    assert-cache-hit, float64, the runtime driver, store coordination, the SPMD strict flag);
     ``key_policy``: ``"default"`` or ``"native"``; ``fallback``: whether a failure runs the graph
-    eagerly (``TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION=0``) instead of raising; ``compile_only``:
-    build without executing; ``threads``: 0 for the compiler's default, 1 for one thread;
-    ``thresholds``: the graph-break thresholds Dynamo traced this graph under.
+    eagerly (``TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION=0``) instead of raising; ``threads``: 0 for
+    the compiler's default, 1 for one thread; ``thresholds``: the graph-break thresholds Dynamo
+    traced this graph under.
     """
 
     seam: str
     config: CompilerConfig
+    settings: BuildSettings
     key_policy: str = "default"
-    cache: CacheRoots | None = None
     fallback: bool = False
-    compile_only: bool = False
-    assert_cache_hit: bool = False
     thresholds: Mapping[str, int] = field(default_factory=dict)
     threads: int = 0
     model_name: str = "model_default"
     rank: int = 0
     enable_fx_passes: bool = True
     target_device: str = "cpu"
+
+    @property
+    def cache(self) -> CacheRoots:
+        return self.settings.cache
+
+    @property
+    def compile_only(self) -> bool:
+        return self.settings.compile_only
+
+    @property
+    def assert_cache_hit(self) -> bool:
+        return self.settings.assert_cache_hit
 
     @property
     def target(self) -> str:
@@ -102,17 +104,9 @@ def resolve_request(
     return CompileRequest(
         seam=seam,
         config=config,
+        settings=BuildSettings.from_env(),
         key_policy=key_policy,
-        cache=CacheRoots(
-            neff=env.get(env.NEFF_CACHE_DIR),
-            hlo=env.get(env.HLO_CACHE_DIR),
-            local=env.get(env.NEFF_LOCAL_CACHE_DIR),
-            disabled=env.get(env.NEFF_DISABLE_CACHE),
-            lock_timeout_s=env.get(env.NEFF_CACHE_LOCK_TIMEOUT),
-        ),
         fallback=not env.get(env.DISABLE_FALLBACK_EXECUTION),
-        compile_only=env.get(env.COMPILE_ONLY),
-        assert_cache_hit=env.get(env.ASSERT_CACHE_HIT),
         thresholds=dict(thresholds or {}),
         model_name=get_model_name(),
         rank=get_rank(),

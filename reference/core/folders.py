@@ -91,12 +91,18 @@ def check_trusted(path: str, variable: str) -> None:
 
 
 def trusted_folder(variable: str) -> str:
-    """The folder of ``variable`` (one of :data:`FOLDER_VARIABLES`), ready to use: the per-user
-    default, created private, when the variable is not set; the configured folder, created (mode
-    0700) when missing, otherwise. Raises :class:`UntrustedFolderError` for a folder others could
-    write, and :class:`~reference.core.errors.EnvVarError` for a malformed value."""
-    path = env.get(variable)
-    if not env.is_set(variable):
+    """The folder of ``variable`` (one of :data:`FOLDER_VARIABLES`) as the environment names it
+    now, ready to use (:func:`trusted_path`). Raises :class:`UntrustedFolderError` for a folder
+    others could write, and :class:`~reference.core.errors.EnvVarError` for a malformed value."""
+    return trusted_path(env.get(variable), variable, configured=env.is_set(variable))
+
+
+def trusted_path(path: str, variable: str, *, configured: bool) -> str:
+    """``path``, the folder of ``variable``, ready to use: with ``configured`` false (the per-user
+    default applies), created private and checked to be this user's alone; otherwise created (mode
+    0700) when missing and checked to be closed to other users. Raises
+    :class:`UntrustedFolderError` naming ``variable`` for a folder others could write."""
+    if not configured:
         root = user_root()
         _private_dir(root, variable)
         _private_dir(path, variable)
@@ -108,3 +114,4 @@ def trusted_folder(variable: str) -> str:
             return path  # a folder that cannot be created holds nothing: the first write says so
     check_trusted(path, variable)
     return path
+

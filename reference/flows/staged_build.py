@@ -39,6 +39,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 from reference.cache.staging import StagedGraph, read_staged
 from reference.compiler.driver import CompilerConfig
 from reference.compiler.scope import platform_compiler_config
+from reference.core.build_settings import BuildSettings
 from reference.core.diagnostics import ensure_default_handler
 from reference.core.errors import NeuronBackendError
 from reference.flows.forked import ChildOutcome, reraise, run_forked
@@ -123,10 +124,14 @@ def staged_config(entry: StagedGraph, base_compiler_args: Sequence[str] | None) 
     return platform_compiler_config({"compiler_args": list(base_compiler_args or [])}), "base"
 
 
-def _compile_in_child(entry: StagedGraph, config: CompilerConfig, one_thread: bool = False) -> dict[str, Any]:
+def _compile_in_child(
+    entry: StagedGraph, config: CompilerConfig, settings: BuildSettings, one_thread: bool = False
+) -> dict[str, Any]:
     if one_thread:  # this forked child is one of as many compiling side by side as there are cores
         config = config.on_one_thread()
-    built = build(staged_lowering(entry), config, graph_name=entry.graph_name, key_policy=staged_key_policy(entry))
+    built = build(
+        staged_lowering(entry), config, graph_name=entry.graph_name, key_policy=staged_key_policy(entry), settings=settings
+    )
     return {"key": built.key, "cache_hit": built.cache_hit, "compile_us": 0 if built.cache_hit else built.metadata.compile_time_us}
 
 
@@ -190,6 +195,7 @@ def parallel_compile(
     ``raise_on_error``), after the others finished.
     """
     start = time.monotonic()
+    settings = BuildSettings.from_env()  # this build's request: read once, every child builds under it
     ensure_default_handler()  # the children's "still compiling" lines
     staged = read_staged(cache_dir)
     workers = workers or max(1, os.cpu_count() or 1)
@@ -216,7 +222,7 @@ def parallel_compile(
     one_thread = running > 1 and running >= (os.cpu_count() or 1)
     tasks = [
         (f"graph {by_key[k][0].graph_name!r} (key {k})",
-         (lambda e=by_key[k][0], a=by_key[k][1]: _compile_in_child(e, a, one_thread)))
+         (lambda e=by_key[k][0], a=by_key[k][1]: _compile_in_child(e, a, settings, one_thread)))
         for k in keys
     ]
     results: dict[str, ChildOutcome] = {}

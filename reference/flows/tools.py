@@ -43,8 +43,8 @@ def lowering_seam(collect: Callable[[str, Lowering], None]) -> Seam:
     graph with collectives) exactly as the serving seams do, hands ``collect(graph_name,
     lowering)`` the result and runs the graph eagerly: the adapter's ``lower()``."""
 
-    def lower_only(aten_gm, *, graph_name, **_):
-        collect(graph_name, lower(aten_gm, graph_name=graph_name))
+    def lower_only(aten_gm, *, graph_name, request, **_):
+        collect(graph_name, lower(aten_gm, graph_name=graph_name, settings=request.settings))
         return aten_gm
 
     return Seam("lower", "lower", lower_only, graph_breaks=True, no_plans_because="it serves nothing")
@@ -81,9 +81,9 @@ def build_only(model, args: tuple, kwargs: dict | None = None, options=None, sta
 
     def build_graph(aten_gm, *, graph_name, request, **_):
         t0 = time.perf_counter()
-        lowering = lower(aten_gm, graph_name=graph_name)
+        lowering = lower(aten_gm, graph_name=graph_name, settings=request.settings)
         t1 = time.perf_counter()
-        built = build(lowering, request.config, graph_name=graph_name)
+        built = build(lowering, request.config, graph_name=graph_name, settings=request.settings)
         timings["lower_s"] += t1 - t0
         timings["build_s"] += time.perf_counter() - t1
         keys[graph_name] = built.key

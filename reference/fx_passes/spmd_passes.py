@@ -46,5 +46,6 @@ class RankConstantCheckPass(FXPass):
         return "RankConstantCheckPass"
 
     def run(self, gm: torch.fx.GraphModule, **kwargs) -> torch.fx.GraphModule:
-        check_rank_constants(gm, graph_name=kwargs.get("graph_name", "<graph>"))
+        # spmd_strict: the compile request's flag (the seam passes it); absent, the guard's own default
+        check_rank_constants(gm, graph_name=kwargs.get("graph_name", "<graph>"), strict=kwargs.get("spmd_strict"))
         return gm

@@ -20,7 +20,6 @@ import math
 
 import torch
 
-from reference.core import env
 from reference.lowering.decompositions import library_lowerings
 from reference.lowering.stablehlo import decomposition_table
 
@@ -83,11 +82,12 @@ def _nki_sdpa_decomposition(fallback):
     return sdpa
 
 
-def decompositions() -> dict:
-    """The decomposition table a compile uses, with the switch applied, and the backend's lowerings
-    of other libraries' ops registered in this process."""
+def decompositions(nki_sdpa: bool = True) -> dict:
+    """The decomposition table a compile uses, with the switch applied (``nki_sdpa``: the compile
+    request's ``TORCH_NEURONX_ENABLE_NKI_SDPA``), and the backend's lowerings of other libraries'
+    ops registered in this process."""
     table = {**decomposition_table(), **library_lowerings()}
-    if not env.get(env.ENABLE_NKI_SDPA):
+    if not nki_sdpa:
         return table
     op = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default
     table[op] = _nki_sdpa_decomposition(table[op])

@@ -22,7 +22,7 @@ from typing import Any, Callable, Mapping, Sequence
 import torch
 
 from reference.compiler.scope import scoped_compiler_args
-from reference.compiler.driver import parse_compiler_args
+from reference.compiler.driver import CompilerConfig
 from reference.core.errors import CompilerArgumentError, NeuronBackendError
 from reference.runner.opt_level import with_optimization_level
 from reference.spmd.rank import rank_tensor
@@ -57,8 +57,10 @@ def check_graph_type(graph_type: Any) -> None:
     )
 
 
-def check_policy_result(result: Any, graph_type: str, policy: Callable) -> list[str]:
-    """The policy's list, validated; raises :class:`CompilerArgsPolicyError` naming the graph type."""
+def check_policy_result(result: Any, graph_type: str, policy: Callable) -> CompilerConfig:
+    """The policy's list, validated and parsed (once: the scope takes the parsed configuration,
+    and the compile request does not parse it again); raises :class:`CompilerArgsPolicyError`
+    naming the graph type."""
     name = getattr(policy, "__qualname__", repr(policy))
     if isinstance(result, (str, bytes)) or not isinstance(result, Sequence) or not all(isinstance(a, str) for a in result):
         raise CompilerArgsPolicyError(
@@ -66,10 +68,9 @@ def check_policy_result(result: Any, graph_type: str, policy: Callable) -> list[
             "return the full argument list, for example with_optimization_level(base, 3)"
         )
     try:
-        parse_compiler_args(list(result))
+        return CompilerConfig.from_args(list(result))
     except CompilerArgumentError as exc:
         raise CompilerArgsPolicyError(f"compiler_args_for({graph_type!r}) ({name}) returned {list(result)!r}: {exc}") from None
-    return list(result)
 
 
 class NeuronModelRunner:
@@ -134,6 +135,11 @@ class NeuronModelRunner:
     # --- the resolver -------------------------------------------------------------------------------
     def resolve_graph_compiler_args(self, graph_type: str | None) -> list[str] | None:
         """The concrete list for ``graph_type``, or ``None`` for no per-graph override."""
+        config = self.resolve_graph_config(graph_type)
+        return None if config is None else list(config.args)
+
+    def resolve_graph_config(self, graph_type: str | None) -> CompilerConfig | None:
+        """:meth:`resolve_graph_compiler_args` parsed: what the compile sites scope."""
         check_graph_type(graph_type)
         if not self._per_graph_compiler_args or graph_type is None:
             return None
@@ -153,15 +159,15 @@ class NeuronModelRunner:
 
     def _plain_decode_capture(self, **kwargs: Any) -> Any:
         """The decode warm-up."""
-        with scoped_compiler_args(self.resolve_graph_compiler_args("decode")):
+        with scoped_compiler_args(self.resolve_graph_config("decode")):
             return self._compiled()(**kwargs)
 
     def _plain_decode_forward(self, **kwargs: Any) -> Any:
-        with scoped_compiler_args(self.resolve_graph_compiler_args("decode")):
+        with scoped_compiler_args(self.resolve_graph_config("decode")):
             return self._compiled()(**kwargs)
 
     def jump_forward(self, **kwargs: Any) -> Any:
-        with scoped_compiler_args(self.resolve_graph_compiler_args("jf")):
+        with scoped_compiler_args(self.resolve_graph_config("jf")):
             return self._compiled()(**kwargs)
 
     def execute_encoder(self, **kwargs: Any) -> Any:
@@ -180,7 +186,7 @@ class NeuronModelRunner:
         if graph_type == "prefill" or graph_type is None:
             return self.prefill_forward(**kwargs)
         # spec_verify and every graph type the runner has no site of its own for (open types).
-        with scoped_compiler_args(self.resolve_graph_compiler_args(graph_type)):
+        with scoped_compiler_args(self.resolve_graph_config(graph_type)):
             return self._compiled()(**kwargs)
 
     def warmup(self, graph_types: Sequence[str | None] = ("prefill", "decode")) -> None:

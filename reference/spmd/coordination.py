@@ -30,7 +30,6 @@ import threading
 import time
 from typing import Callable
 
-from reference.core import env
 from reference.core.errors import NeuronBackendError
 
 PREFIX = "neuron/compile/"
@@ -137,10 +136,12 @@ class StoreCoordinator:
         return artifact, self.store.get(self._k(key, "metadata")).decode()
 
 
-def store_coordinator() -> StoreCoordinator | None:
-    """The coordinator of the default process group, or ``None`` when ``NEURON_LIBTORCH_STORE_COMPILE``
-    is off or no process group is up."""
-    if not env.get(env.STORE_COMPILE):
+def store_coordinator(enabled: bool, *, timeout_s: int) -> StoreCoordinator | None:
+    """The coordinator of the default process group, or ``None`` when store coordination is off
+    (``enabled``: a compile request's ``store_compile``, from ``NEURON_LIBTORCH_STORE_COMPILE``) or
+    no process group is up. ``timeout_s``: how long a rank waits for another's compile
+    (``NEURON_LIBTORCH_STORE_WAIT_TIMEOUT``)."""
+    if not enabled:
         return None
     import torch.distributed as dist
 
@@ -148,4 +149,4 @@ def store_coordinator() -> StoreCoordinator | None:
         return None
     # The default group's store (what init_process_group rendezvoused on); torch names it privately.
     store = dist.distributed_c10d._get_default_store()
-    return StoreCoordinator(store, dist.get_rank(), timeout_s=env.get(env.STORE_WAIT_TIMEOUT))
+    return StoreCoordinator(store, dist.get_rank(), timeout_s=timeout_s)

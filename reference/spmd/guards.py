@@ -22,7 +22,7 @@ from typing import Iterable, Mapping
 
 import torch
 
-from reference.core import env
+from reference.core.build_settings import BuildSettings
 from reference.spmd.errors import RankConstantError, SplinterError
 
 log = logging.getLogger(__name__)
@@ -39,8 +39,9 @@ class SPMDWarning(UserWarning):
 
 
 def strict_mode(strict: bool | None = None) -> bool:
-    """``strict`` when given, else ``NEURON_LIBTORCH_SPMD_STRICT``."""
-    return bool(env.get(env.SPMD_STRICT)) if strict is None else bool(strict)
+    """``strict`` when given (a compile passes its request's flag), else ``NEURON_LIBTORCH_SPMD_STRICT``
+    as it is now (a caller of these checks outside a compile)."""
+    return BuildSettings.from_env().spmd_strict if strict is None else bool(strict)
 
 
 @dataclass(frozen=True)
