@@ -34,3 +34,19 @@ def test_a_figure_on_a_busy_machine_gets_no_verdict():
     assert _measure.verdict(0.5, 1.0, [0.1, 0.2]) == "met"
     assert _measure.verdict(1.5, 1.0, [0.1, 0.2]) == "not met"
     assert "BUSY" in _measure.load_line([_measure.CPUS + 1.0]) and "not busy" in _measure.load_line([0.0])
+
+
+def test_the_before_after_table_reads_the_compilers_time_from_the_entries_and_labels_a_busy_machine(tmp_path):
+    from benchmarks import ab
+
+    for key, us in (("a" * 32, 1_500_000), ("b" * 32, 250_000)):
+        (tmp_path / key).mkdir()
+        (tmp_path / key / "metadata.json").write_text(f'{{"compile_time_us": {us}}}')
+    assert ab._compiler_seconds(tmp_path) == 1.75
+    fig = {"before": _measure.summary([2.0, 4.0]), "after": _measure.summary([3.0]), "ratio": 1.0}
+    result = {"before": "1" * 40, "after": "2" * 40, "after_has_uncommitted_changes": True, "reps": 2, "steps": 5,
+              "cores": 2, "loads": {"min": 0.5, "max": 2.5}, "busy": True, "figures": {"decode step (us)": fig},
+              "when": "now"}
+    text = ab.table(result)
+    assert "1111111111 -> 2222222222 (plus uncommitted changes)" in text and "BUSY" in text
+    assert "| decode step (us) | 3.000 [2.000-4.000] | 3.000 [3.000-3.000] | 1.000 |" in text
