@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import time
+from pathlib import Path
 
 import pytest
 
@@ -201,3 +202,12 @@ def test_a_failing_fx_pass_falls_back_to_eager_when_fallback_is_on(monkeypatch):
         out = torch.compile(f, backend="neuron")(x)
     torch.testing.assert_close(out, f(x))
     torch._dynamo.reset()
+
+
+def test_an_entry_staged_by_an_older_reference_is_refused_with_what_to_do(tmp_path):
+    from reference.core.schema import MetadataError
+
+    staged = stage_graph(_lowered(), ["-O3"], graph_name="g0", directory=str(tmp_path))
+    (Path(staged.path) / "program.json").write_text("{}")  # what entries kept before lowering.json
+    with pytest.raises(MetadataError, match=r"staged by an older reference \(program.json.*capture the graph again"):
+        read_staged(tmp_path)

@@ -25,6 +25,7 @@ from reference.core.specs import LoweredGraph, TensorSpec
 HLO_FILE = "graph.hlo"
 METADATA_FILE = "metadata.json"
 DOCUMENT_FILE = "lowering.json"
+_OLD_PROGRAM_FILE = "program.json"  # what entries staged before lowering.json kept; refused with a reason
 
 
 @dataclass(frozen=True)
@@ -107,6 +108,11 @@ def read_staged(directory: str | os.PathLike) -> list[StagedGraph]:
         # file names read from the record never leave the entry's folder (RecordPathError)
         hlo_path = confined(path, meta.hlo_file or HLO_FILE, record=meta_path, field="hlo_file")
         document_path = os.path.join(path, DOCUMENT_FILE)
+        if not os.path.lexists(document_path) and os.path.lexists(os.path.join(path, _OLD_PROGRAM_FILE)):
+            raise MetadataError(
+                f"{path}: staged by an older reference ({_OLD_PROGRAM_FILE}, before SPMD programs became a "
+                f"lowering strategy with {DOCUMENT_FILE}); capture the graph again (or remove the entry)"
+            )
         try:
             hlo_raw = read_regular(hlo_path)
             if hlo_raw is None:
