@@ -1,8 +1,11 @@
 """Every environment variable the reference reads, in one place.
 
-Each variable is declared once with its type, default and a one-line effect. Values are read at
-the moment they are needed (not cached at import), so a test or a runner can change them between
-compiles. A malformed value raises :class:`EnvVarError` naming the variable and what it accepts.
+Each variable is declared once with its type, default and a one-line effect. Values are read when
+they are asked for (never cached at import): a compile asks once, when its request is made
+(:mod:`reference.compiler.request`, and :class:`~reference.core.build_settings.BuildSettings` for
+what the pipeline below the seam uses), so a test or a runner can change them between compiles
+and a change during one applies from the next graph on. A malformed value raises
+:class:`EnvVarError` naming the variable and what it accepts.
 
 Booleans accept ``1``/``true``/``yes`` for true and ``0``/``false``/``no`` (or an empty value) for
 false, case-insensitively; anything else is an error rather than a silent false.
