@@ -154,8 +154,8 @@ def cache_executes_a_damaged_entry():
     the user. (Either check alone hides the other's absence from a damaged entry: both go.)"""
     pipeline = _module("reference.pipeline")
 
-    def load_as_served(built, lowering, compiler_args, *, graph_name, key_policy, resident):
-        return built, pipeline.load(built, lowering, resident=resident)
+    def load_as_served(built, lowering, compiler_args, *, graph_name, key_policy, resident, settings):
+        return built, pipeline.load(built, lowering, resident=resident, driver=settings.runtime_driver)
 
     pipeline._load_or_rebuild = load_as_served
     home = _module(_NEFF_CACHE)
