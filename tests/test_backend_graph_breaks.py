@@ -199,6 +199,59 @@ def test_a_first_graph_with_nothing_to_break_is_not_traced_again():
     assert graph_breaks.installed() and len(traced) == 1
 
 
+def test_a_graph_traced_while_another_thread_installed_the_hooks_is_traced_again():
+    """Dynamo holds its compile lock around a trace and the backend call that follows, so two
+    threads' first compiles cannot interleave there; but ``install()`` called directly from another
+    thread (outside Dynamo, without the lock) can land between a trace and its backend call. Thread
+    B traces a graph holding histc without the hooks; the main thread installs them; B's backend
+    then finds a call the rules break on and has the frame traced again (real threads; an event
+    holds B between its trace and its backend so the interleaving is the racy one)."""
+    import functools
+    import threading
+
+    graph_breaks.uninstall()
+    opted, graphs = _counting_backend(opt_in=True)
+    traced, go_on = threading.Event(), threading.Event()
+
+    @functools.wraps(opted)  # the backend Dynamo holds for B's frame; the hooks see the opted-in one under it
+    def held(gm, example_inputs, **kwargs):
+        if not go_on.is_set():  # B's first trace: done without the hooks; wait for them to go in
+            traced.set()
+            assert go_on.wait(60), "the hooks were never installed"
+        return opted(gm, example_inputs, **kwargs)
+
+    x = torch.randn(32)
+    out: list = []
+    b = threading.Thread(target=lambda: out.append(torch.compile(_with_histc, backend=held)(x)))
+    b.start()
+    try:
+        assert traced.wait(60), "thread B never reached its backend"
+        assert not graph_breaks.installed()
+        assert graph_breaks.install()  # from this thread, while B holds Dynamo's compile lock
+    finally:
+        go_on.set()
+        b.join(120)
+    assert out and torch.allclose(out[0], _with_histc(x))
+    assert graphs and not any("histc" in g.code for g in graphs), "B's graph, traced without the hooks, was compiled whole"
+    assert all(graph_breaks.breaking_call(g) is None for g in graphs)
+
+
+def test_the_rules_read_a_traced_graph_as_the_hooks_read_the_calls():
+    graph_breaks.uninstall()
+    seen = []
+
+    def keep(gm, example_inputs, **_):
+        seen.append(gm)
+        return gm.forward
+
+    torch.compile(_with_histc, backend=keep)(torch.randn(32))  # not opted in: traced whole
+    torch.compile(lambda v: torch.sort(v).values + 1, backend=keep)(torch.randn(64))  # below the threshold
+    torch._dynamo.reset()
+    whole, small_sort = seen
+    assert graph_breaks.breaking_call(whole).op == "histc"
+    assert graph_breaks.breaking_call(small_sort) is None
+
+
 def test_importing_the_backend_installs_nothing():
     import os
     import subprocess

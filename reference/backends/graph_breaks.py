@@ -43,8 +43,8 @@ import torch
 from reference.core import torch_compat
 from reference.core.errors import BackendOptionError
 from reference.core.torch_compat import (
-    DYNAMO_HOOKS, OpOverload, OpOverloadPacket, RetraceRequest, graph_break, python_value, resolve_packet_overload,
-    traced_backends,
+    DYNAMO_HOOKS, OpOverload, OpOverloadPacket, RetraceRequest, graph_break, python_value, trace_attempt,
+    resolve_packet_overload, traced_backends,
 )
 from reference.fx_passes.backend_config_pass import inlined_implementation
 from reference.lowering.op_decisions import CORE_NAMESPACES, DECISIONS, namespace_of
@@ -158,16 +158,24 @@ def forces_graph_breaks(backend: Callable) -> Callable:
     ``torch.compile``.
 
     Nothing is installed by this call (it may run at import, as a decorator). The returned
-    function, on its first call, installs the Dynamo hooks (:func:`install`), and when the graph
-    it was given was traced before they were installed and holds a call the rules may break on,
-    has Dynamo trace that frame again with the hooks in place
-    (:class:`~reference.core.torch_compat.RetraceRequest`): Dynamo calls a backend only after it
-    has traced, so the very first graph of a process is the only one traced without them."""
+    function, on its first call, installs the Dynamo hooks (:func:`install`). Dynamo calls a
+    backend only after it has traced, so a graph can reach it traced without the hooks: the
+    process's first graph, or a graph another thread was tracing while the first installed them.
+    So whenever the graph holds a call the rules break on (:func:`breaking_call`, decided on the
+    graph's own nodes and example values), the backend has Dynamo trace that frame again, now with
+    the hooks in place (:class:`~reference.core.torch_compat.RetraceRequest`), on the compile's
+    first trace only: a graph that holds such a call after a restart is compiled as it is (no
+    loop)."""
 
     @functools.wraps(backend)
     def opted_in(gm: torch.fx.GraphModule, example_inputs: list, **kwargs: Any):
-        if not DYNAMO_HOOKS.installed() and install() and _may_break(gm):
-            raise RetraceRequest("the neuron backend's graph-break hooks were installed on its first use")
+        if DYNAMO_HOOKS.installed() or install():
+            decision = breaking_call(gm)
+            if decision is not None and trace_attempt() == 0:
+                raise RetraceRequest(
+                    f"the graph holds {decision.op}, which the neuron backend breaks on: traced before its "
+                    "graph-break hooks were installed"
+                )
         return backend(gm, example_inputs, **kwargs)
 
     _OPTED_IN.add(opted_in)
@@ -263,23 +271,47 @@ def _on_method(tx, name: str, args: list, kwargs: dict) -> None:
     _check(tx, name, args, kwargs, f"Tensor.{name}()")
 
 
-def _may_break(gm: torch.fx.GraphModule) -> bool:
-    """Whether a graph traced without the hooks holds a call the rules could have broken on (a
-    name the rules know, or an op of a namespace outside the core ones)."""
+def _example(arg: Any) -> Any:
+    """A node argument as the hooks would see it: a graph value as its example (fake) tensor."""
+    if isinstance(arg, torch.fx.Node):
+        return arg.meta.get("example_value")
+    if isinstance(arg, (list, tuple)):
+        return type(arg)(_example(a) for a in arg)
+    return arg
+
+
+def breaking_call(gm: torch.fx.GraphModule) -> BreakDecision | None:
+    """The first call in a Dynamo graph that the rules break on, decided as the hooks decide it
+    while tracing (the node's name, its arguments' example values); ``None`` for a graph the hooks
+    would have left whole. A graph the hooks traced holds none."""
     for node in gm.graph.nodes:
-        target = node.target
-        if node.op == "call_method" and isinstance(target, str) and _candidate(target):
-            return True
-        if node.op != "call_function":
+        if node.op not in ("call_function", "call_method"):
             continue
-        if isinstance(target, (OpOverload, OpOverloadPacket)):
-            packet = target.overloadpacket if isinstance(target, OpOverload) else target
-            namespace = namespace_of(target)
-            if (namespace == "aten" and _candidate(packet.__name__)) or namespace not in CORE_NAMESPACES:
-                return True
-        elif _candidate(getattr(target, "__name__", "")):
-            return True
-    return False
+        target = node.target
+        if node.op == "call_method" or not isinstance(target, (OpOverload, OpOverloadPacket)):
+            name = target if node.op == "call_method" else getattr(target, "__name__", None)
+            if not isinstance(name, str) or not _candidate(name):
+                continue
+            decision = decide(name, [_example(a) for a in node.args], {k: _example(v) for k, v in node.kwargs.items()})
+            if decision is not None:
+                return decision
+            continue
+        namespace = namespace_of(target)
+        packet = target.overloadpacket if isinstance(target, OpOverload) else target
+        args = [_example(a) for a in node.args]
+        kwargs = {k: _example(v) for k, v in node.kwargs.items()}
+        if namespace == "aten":
+            decision = decide(packet.__name__, args, kwargs) if _candidate(packet.__name__) else None
+        elif namespace in CORE_NAMESPACES:
+            decision = None
+        else:
+            overload = _overload(target, args, kwargs)
+            made = DECISIONS.decide(overload, args, kwargs, inline_impl=inlined_implementation(overload)) if overload else None
+            decision = BreakDecision(made.op, made.reason) if made is not None and not made.lowers else None
+        if decision is not None:
+            return decision
+    return None
+
 
 
 #: The torch releases whose Dynamo internals the hooks were written against.

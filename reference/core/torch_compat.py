@@ -62,7 +62,7 @@ __all__ = [
     # Dynamo
     "ShortenTraceback", "Unsupported", "OptimizedModule", "LocalSource", "dynamo_config", "lookup_backend",
     "mark_dynamic", "register_bytecode_hook", "DynamoTraceHooks", "DYNAMO_HOOKS", "RetraceRequest",
-    "traced_backends", "graph_break", "python_value",
+    "traced_backends", "graph_break", "python_value", "trace_attempt",
     # AOT Autograd
     "functorch_config", "make_boxed_func", "aot_module_simplified", "aot_autograd_backend", "aot_graph_names",
     "aot_forward_metadata", "AOTInferenceFacts", "aot_inference_facts", "next_aot_id", "OutputType", "SubclassCreationMeta",
@@ -337,6 +337,15 @@ def aot_autograd_backend(**kwargs: Any) -> Callable:
 
 def current_tracing_context() -> Any:
     return TracingContext.try_get()
+
+
+def trace_attempt() -> int | None:
+    """Which trace of the frame compile in progress this is: 0 for the first, one more for each
+    restart of its analysis; ``None`` outside a Dynamo compile."""
+    from torch._guards import CompileContext
+
+    trace_id = CompileContext.current_trace_id()
+    return None if trace_id is None else trace_id.attempt
 
 
 def aot_graph_names() -> list[str] | None:
