@@ -10,15 +10,20 @@ import subprocess
 import sys
 
 import pytest
+import torch
 
 _CHILD = r"""
 import json, sys, torch
 import neuron_fixtures
 from reference.core.metrics import METRICS
 mode, blob, out = sys.argv[1:4]
+fixture = sys.argv[4] if len(sys.argv) > 4 else "mlp"
+if "no-plans" in sys.argv[5:]:  # a stand-in for a graph that gets no plan: the rebuilt graph's own key is used
+    from reference.backends import inference_plan
+    inference_plan.plan_key = lambda *a, **k: None
 if mode == "load":
     torch.compiler.load_cache_artifacts(open(blob, "rb").read())
-model, args = neuron_fixtures.build("mlp")
+model, args = neuron_fixtures.build(fixture)
 compiled = torch.compile(model, backend="neuron")
 with torch.no_grad():
     y = compiled(*args)
@@ -32,10 +37,10 @@ json.dump(result, open(out, "w"))
 """
 
 
-def _run(mode: str, tmp_path, env: dict) -> dict:
+def _run(mode: str, tmp_path, env: dict, *extra: str) -> dict:
     out = tmp_path / f"{mode}.json"
     proc = subprocess.run(
-        [sys.executable, "-c", _CHILD, mode, str(tmp_path / "blob"), str(out)],
+        [sys.executable, "-c", _CHILD, mode, str(tmp_path / "blob"), str(out), *extra],
         env={**os.environ, **env, "PYTHONPATH": os.pathsep.join(sys.path)}, capture_output=True, text=True, timeout=600,
     )
     assert proc.returncode == 0, proc.stderr[-4000:]
@@ -68,3 +73,50 @@ def test_a_loaded_precompile_cache_skips_dynamo_lowering_and_compiling(tmp_path,
         assert loaded["counters"].get("lowerings", 0) == 0
         # the rebuilt graph found the inference plan the first process wrote: no AOT Autograd trace
         assert loaded["counters"].get("plan_cache_hits") == 1
+
+
+def test_a_rebuilt_graph_is_the_graph_dynamo_made_so_it_is_not_compiled_again(tmp_path):
+    """The decoder's graph computes a mask with ``torch.arange`` inside the graph. Its artifact
+    keeps the nodes themselves: the graph rebuilt in a fresh process lowers to the same StableHLO
+    and finds its binary, with the inference plans out of the way (a graph with no plan, such as a
+    training graph, takes this path). Pickling the GraphModule would trace its code again and turn
+    the arange into a constant input: another key, both graphs compiled again."""
+    env = {
+        "TORCH_CACHING_PRECOMPILE": "1",
+        "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor"),
+        "TORCH_NEURONX_NEFF_CACHE_DIR": str(tmp_path / "neff"),
+        "TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR": str(tmp_path / "local"),
+        "TORCH_NEURONX_HLO_CACHE_DIR": str(tmp_path / "hlo"),
+    }
+    saved = _run("save", tmp_path, env, "decoder_prefill_8", "no-plans")
+    assert saved["counters"]["compiler_invocations"] == 1
+    loaded = _run("load", tmp_path, env, "decoder_prefill_8", "no-plans")
+    assert loaded["output"] == saved["output"] and loaded["dynamo_graphs"] == 0
+    assert loaded["counters"].get("compiler_invocations", 0) == 0, "the rebuilt graph got another key"
+    assert loaded["counters"].get("neff_cache_hits") == 1 and not loaded["counters"].get("plan_cache_hits")
+
+
+def test_a_graph_travels_as_its_nodes_not_as_code_traced_again():
+    from reference.backends.precompile import graph_to_bytes, graph_from_bytes
+
+    graphs = []
+
+    def keep(gm, example_inputs, **_):
+        graphs.append(gm)
+        return gm.forward
+
+    def f(x):
+        return x * torch.arange(x.shape[-1], dtype=x.dtype) + 1  # a call with no graph input
+
+    torch._dynamo.reset()
+    x = torch.randn(3, 5)
+    torch.compile(f, backend=keep)(x)
+    torch._dynamo.reset()
+    (gm,) = graphs
+    again = graph_from_bytes(graph_to_bytes(gm))
+    assert again.code == gm.code and not list(again.named_buffers())
+    assert torch.equal(again(x)[0], gm(x)[0])
+    import pickle
+
+    traced_again = pickle.loads(pickle.dumps(gm))  # what the artifact held before: the arange is now a constant
+    assert list(traced_again.named_buffers()) and traced_again.code != gm.code

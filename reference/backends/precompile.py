@@ -6,7 +6,7 @@ serializable artifact under the graph's backend id. ``torch.compiler.save_cache_
 returns one blob; ``torch.compiler.load_cache_artifacts(blob)`` in a fresh process installs the
 frames so Dynamo does not trace again.
 
-The neuron backend's artifact is the Dynamo graph module (pickled as code plus attributes), the
+The neuron backend's artifact is the Dynamo graph module (its nodes, :func:`graph_to_bytes`), the
 input specs and the backend options: everything needed to rebuild the compiled callable. On load
 it is rebuilt lazily on the first call through the ordinary pipeline, which finds its inference plan
 (``reference.backends.inference_plan``), its lowering in the HLO cache and its binary in the NEFF
@@ -33,13 +33,43 @@ def enabled() -> bool:
     return bool(getattr(dynamo_config(), "caching_precompile", False))
 
 
+def graph_to_bytes(gm: torch.fx.GraphModule) -> bytes:
+    """The graph module as bytes that come back as the same graph (:func:`graph_from_bytes`).
+
+    Pickling a ``GraphModule`` keeps its code and traces that code again on load, which is not the
+    same graph: a call with no graph input (``torch.arange(n)``) runs at that trace and comes back
+    as a constant buffer, which AOT Autograd then lifts to an input, so the rebuilt graph lowers
+    to other StableHLO, gets another key and is compiled again. Here the nodes themselves travel
+    (their targets by reference, their metadata left behind) with the attributes and submodules
+    the nodes name."""
+    graph = torch.fx.Graph()
+    graph.output(graph.graph_copy(gm.graph, {}))
+    for node in graph.nodes:
+        node.meta = {}
+    names = {str(n.target).split(".")[0] for n in graph.nodes if n.op in ("get_attr", "call_module")}
+    attrs = {name: getattr(gm, name) for name in names}
+    return pickle.dumps((graph, attrs))
+
+
+def graph_from_bytes(blob: bytes) -> torch.fx.GraphModule:
+    graph, attrs = pickle.loads(blob)
+    root = torch.nn.Module()
+    for name, value in attrs.items():
+        if isinstance(value, torch.nn.Module):
+            root.add_module(name, value)
+        else:
+            setattr(root, name, value)
+    return torch.fx.GraphModule(root, graph)
+
+
 @dataclass
 class _Payload:
-    graph: bytes  # pickled GraphModule
+    graph: bytes  # a pickled GraphModule: the fallback when the nodes do not pickle (and older artifacts)
     specs: list[tuple]  # (dtype, shape, stride[, requires_grad]) per example input
     options: dict[str, Any]
     rebuild: Callable[..., Any]  # the seam's rebuild function (pickled by its qualified name)
     graph_digest: str | None = None  # the graph as Dynamo made it (the inference plan's key reads it)
+    graph_nodes: bytes | None = None  # graph_to_bytes: the graph as it was, nodes and all
 
 
 def _dtype(name: str) -> torch.dtype:
@@ -55,7 +85,8 @@ class LazyNeuronCallable:
         self._lock = threading.Lock()
 
     def _build(self):
-        gm = pickle.loads(self._payload.graph)
+        nodes = getattr(self._payload, "graph_nodes", None)  # absent from artifacts saved before it was kept
+        gm = graph_from_bytes(nodes) if nodes else pickle.loads(self._payload.graph)
         example = [
             torch.empty_strided(spec[1], spec[2], dtype=_dtype(spec[0])).requires_grad_(bool(spec[3]) if len(spec) > 3 else False)
             for spec in self._payload.specs
@@ -100,7 +131,12 @@ def record(
             if not isinstance(t, torch.Tensor):
                 raise TypeError(f"a {type(t).__name__} input")
             specs.append((str(t.dtype), tuple(int(s) for s in t.shape), tuple(int(s) for s in t.stride()), bool(t.requires_grad)))
-        payload = _Payload(pickle.dumps(gm), specs, dict(options or {}), rebuild, graph_digest)
+        try:
+            nodes, graph = graph_to_bytes(gm), b""
+        except Exception as exc:  # noqa: BLE001 - a target that does not pickle: the code-only form
+            log.debug("graph %s travels as code (its nodes do not pickle: %s)", backend_id, exc)
+            nodes, graph = None, pickle.dumps(gm)
+        payload = _Payload(graph, specs, dict(options or {}), rebuild, graph_digest, nodes)
         content = pickle.dumps(payload)
     except Exception as exc:  # an unpicklable graph only loses the precompile shortcut
         log.warning("graph %s is not saved to the precompile cache: %s", backend_id, exc)
