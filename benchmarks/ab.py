@@ -30,7 +30,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks._measure import CPUS, ROOT, is_busy, load_now, summary
+from benchmarks._measure import CPUS, ROOT, is_busy, measured, summary
 
 CHILD = ROOT / "benchmarks" / "_pipeline_child.py"
 
@@ -47,14 +47,17 @@ def _run(tree: Path, child: Path, caches: Path, steps: int) -> dict:
         "TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR": str(caches / "neff-local"),
         "TORCH_NEURONX_HLO_CACHE_DIR": str(caches / "hlo"),
     })
-    before = load_now()
-    proc = subprocess.run(
-        [sys.executable, str(child), "neuron", str(steps)], cwd=tree, env=env, capture_output=True, text=True, timeout=1800
-    )
-    if proc.returncode != 0:
-        raise RuntimeError(f"the child failed in {tree} ({proc.returncode}):\n{proc.stderr[-4000:]}")
-    data = json.loads(proc.stdout.strip().splitlines()[-1])
-    return {**data, "load_before": before, "load_after": load_now()}
+
+    def go() -> dict:
+        proc = subprocess.run(
+            [sys.executable, str(child), "neuron", str(steps)], cwd=tree, env=env, capture_output=True, text=True,
+            timeout=1800,
+        )
+        if proc.returncode != 0:
+            raise RuntimeError(f"the child failed in {tree} ({proc.returncode}):\n{proc.stderr[-4000:]}")
+        return json.loads(proc.stdout.strip().splitlines()[-1])
+
+    return measured(go)
 
 
 def _compiler_seconds(neff_root: Path) -> float:

@@ -238,12 +238,7 @@ def test_a_graph_traced_while_another_thread_installed_the_hooks_is_traced_again
 
 def test_the_rules_read_a_traced_graph_as_the_hooks_read_the_calls():
     graph_breaks.uninstall()
-    seen = []
-
-    def keep(gm, example_inputs, **_):
-        seen.append(gm)
-        return gm.forward
-
+    keep, seen = _counting_backend(opt_in=False)
     torch.compile(_with_histc, backend=keep)(torch.randn(32))  # not opted in: traced whole
     torch.compile(lambda v: torch.sort(v).values + 1, backend=keep)(torch.randn(64))  # below the threshold
     torch._dynamo.reset()

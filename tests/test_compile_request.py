@@ -139,9 +139,8 @@ def test_a_compile_follows_the_settings_of_its_request_not_the_environment_later
     from reference import pipeline
     from reference.core.build_settings import BuildSettings, CacheRoots
     from reference.core.errors import PrecisionError
-    from reference.flows.tools import lower_graphs as lower_all
 
-    (lowered,) = lower_all(lambda a: a * 2, (torch.ones(3, dtype=torch.float64),))
+    (lowered,) = lower_graphs(lambda a: a * 2, (torch.ones(3, dtype=torch.float64),))
     mine = BuildSettings(cache=CacheRoots(neff=str(tmp_path / "mine"), hlo=str(tmp_path / "hlo"), local=str(tmp_path / "lk"),
                                           configured=frozenset({env.NEFF_CACHE_DIR, env.HLO_CACHE_DIR, env.NEFF_LOCAL_CACHE_DIR})))
     monkeypatch.setenv(env.FLOAT64, "error")

@@ -214,18 +214,6 @@ def _candidate(name: str) -> bool:
     return name in _SIZE_RULES or name in ALWAYS_BREAK or name in break_ops()
 
 
-def _check(tx, name: str, args: list, kwargs: dict, form: str) -> None:
-    if not _candidate(name):
-        return  # the common case: nothing to decide, no values to read
-    if not _backend_opted_in(tx):
-        return
-    values = [python_value(a) for a in args]
-    kw = {k: python_value(v) for k, v in kwargs.items()}
-    decision = decide(name, values, kw)
-    if decision is not None:
-        _raise(decision, form)
-
-
 def _overload(op, args: list, kwargs: dict) -> OpOverload | None:
     """The overload a call of ``op`` (an overload, or a packet resolved from the call's values)
     runs."""
@@ -238,37 +226,51 @@ def _overload(op, args: list, kwargs: dict) -> OpOverload | None:
     return getattr(op, name or "default", None)
 
 
-def _check_op(tx, op, args: list, kwargs: dict) -> None:
-    """A call of ``torch.ops.<namespace>.<name>[.<overload>]``: ATen by the op table's rules,
-    another namespace by whether the op lowers."""
-    namespace = namespace_of(op)
-    packet = op.overloadpacket if isinstance(op, OpOverload) else op
-    if namespace == "aten":
-        _check(tx, packet.__name__, args, kwargs, f"torch.ops.aten.{packet.__name__}()")
+def _ruled(target: Any) -> tuple[str, str] | None:
+    """The rule name of a call of ``target`` (a method name, a torch function, or an op) and the
+    form a diagnostic names it by, when the rules may break on it; ``None`` (the common case) when
+    there is nothing to decide, so no argument value needs to be read. ATen ops go by the op
+    table's rules; ops of another (not core) namespace by whether they lower."""
+    if isinstance(target, str):  # a tensor method
+        return (target, f"Tensor.{target}()") if _candidate(target) else None
+    if isinstance(target, (OpOverload, OpOverloadPacket)):
+        namespace = namespace_of(target)
+        name = (target.overloadpacket if isinstance(target, OpOverload) else target).__name__
+        if namespace == "aten":
+            return (name, f"torch.ops.aten.{name}()") if _candidate(name) else None
+        return None if namespace in CORE_NAMESPACES else (name, f"torch.ops.{namespace}.{name}()")
+    name = getattr(target, "__name__", None)
+    return (name, f"torch.{name}()") if isinstance(name, str) and _candidate(name) else None
+
+
+def _decision(target: Any, name: str, values: list, kwargs: dict) -> BreakDecision | None:
+    """Whether the call of ``target`` (ruled by :func:`_ruled` under ``name``) with these Python
+    values (tensors as fake or real tensors) breaks the graph, and why."""
+    if isinstance(target, (OpOverload, OpOverloadPacket)) and namespace_of(target) != "aten":
+        overload = _overload(target, values, kwargs)
+        if overload is None:
+            return None
+        made = DECISIONS.decide(overload, values, kwargs, inline_impl=inlined_implementation(overload))
+        return None if made.lowers else BreakDecision(made.op, made.reason)
+    return decide(name, values, kwargs)
+
+
+def _check(tx, target: Any, args: list, kwargs: dict) -> None:
+    """The hooks' body: a call of ``target`` with Dynamo's ``args`` while ``tx`` traces."""
+    ruled = _ruled(target)
+    if ruled is None or not _backend_opted_in(tx):
         return
-    if namespace in CORE_NAMESPACES or not _backend_opted_in(tx):
-        return
-    values = [python_value(a) for a in args]
-    kw = {k: python_value(v) for k, v in kwargs.items()}
-    overload = _overload(op, values, kw)
-    if overload is None:
-        return
-    decision = DECISIONS.decide(overload, values, kw, inline_impl=inlined_implementation(overload))
-    if not decision.lowers:
-        _raise(BreakDecision(decision.op, decision.reason), f"torch.ops.{namespace}.{packet.__name__}()")
+    decision = _decision(target, ruled[0], [python_value(a) for a in args], {k: python_value(v) for k, v in kwargs.items()})
+    if decision is not None:
+        _raise(decision, ruled[1])
 
 
 def _on_function(tx, fn: Any, args: list, kwargs: dict) -> None:
-    if isinstance(fn, (OpOverload, OpOverloadPacket)):
-        _check_op(tx, fn, args, kwargs)
-        return
-    name = getattr(fn, "__name__", None)
-    if isinstance(name, str):
-        _check(tx, name, args, kwargs, f"torch.{name}()")
+    _check(tx, fn, args, kwargs)
 
 
 def _on_method(tx, name: str, args: list, kwargs: dict) -> None:
-    _check(tx, name, args, kwargs, f"Tensor.{name}()")
+    _check(tx, name, args, kwargs)
 
 
 def _example(arg: Any) -> Any:
@@ -282,32 +284,16 @@ def _example(arg: Any) -> Any:
 
 def breaking_call(gm: torch.fx.GraphModule) -> BreakDecision | None:
     """The first call in a Dynamo graph that the rules break on, decided as the hooks decide it
-    while tracing (the node's name, its arguments' example values); ``None`` for a graph the hooks
-    would have left whole. A graph the hooks traced holds none."""
+    while tracing (the same rules, with the arguments' example values); ``None`` for a graph the
+    hooks would have left whole. A graph the hooks traced holds none."""
     for node in gm.graph.nodes:
         if node.op not in ("call_function", "call_method"):
             continue
-        target = node.target
-        if node.op == "call_method" or not isinstance(target, (OpOverload, OpOverloadPacket)):
-            name = target if node.op == "call_method" else getattr(target, "__name__", None)
-            if not isinstance(name, str) or not _candidate(name):
-                continue
-            decision = decide(name, [_example(a) for a in node.args], {k: _example(v) for k, v in node.kwargs.items()})
-            if decision is not None:
-                return decision
+        ruled = _ruled(node.target)
+        if ruled is None:
             continue
-        namespace = namespace_of(target)
-        packet = target.overloadpacket if isinstance(target, OpOverload) else target
-        args = [_example(a) for a in node.args]
-        kwargs = {k: _example(v) for k, v in node.kwargs.items()}
-        if namespace == "aten":
-            decision = decide(packet.__name__, args, kwargs) if _candidate(packet.__name__) else None
-        elif namespace in CORE_NAMESPACES:
-            decision = None
-        else:
-            overload = _overload(target, args, kwargs)
-            made = DECISIONS.decide(overload, args, kwargs, inline_impl=inlined_implementation(overload)) if overload else None
-            decision = BreakDecision(made.op, made.reason) if made is not None and not made.lowers else None
+        values = [_example(a) for a in node.args]
+        decision = _decision(node.target, ruled[0], values, {k: _example(v) for k, v in node.kwargs.items()})
         if decision is not None:
             return decision
     return None
