@@ -280,15 +280,15 @@ def unknown_namespaces_reach_the_compiler():
     """The graph-break rules decide ATen ops only: a custom op of another namespace with no lowering
     stays in the graph and reaches the compiler, which fails the compile."""
     home = _module(_GRAPH_BREAKS)
-    check_op = home._check_op
+    decision = home._decision
 
-    @functools.wraps(check_op)
-    def aten_only(tx, op, args, kwargs):
-        if home.namespace_of(op) != "aten":
+    @functools.wraps(decision)
+    def aten_only(target, name, values, kwargs):
+        if isinstance(target, (home.OpOverload, home.OpOverloadPacket)) and home.namespace_of(target) != "aten":
             return None
-        return check_op(tx, op, args, kwargs)
+        return decision(target, name, values, kwargs)
 
-    home._check_op = aten_only
+    home._decision = aten_only
 
 
 @_mutant("backend contract: the sort threshold",
