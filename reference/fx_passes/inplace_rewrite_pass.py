@@ -154,12 +154,14 @@ class InPlaceToOutOfPlacePass(FXPass):
 
     @staticmethod
     def _live_view(graph, node: Node, family: set[Node]) -> Node | None:
-        """A view of the written value made before ``node`` and read after it (it would miss the write)."""
+        """A view of the written value made before ``node`` and read after it (it would miss the
+        write). An in-place op kept on a view returns that view, so it counts as one too
+        (``v = x.reshape(-1).add_(1)``, then ``x.add_(1)``, then ``v`` read)."""
         after = set(_graph.nodes_after(node))
         for other in graph.nodes:
             if other is node:
                 break
-            if other.op in ("call_function", "call_method") and _graph.may_alias(other):
+            if other.op in ("call_function", "call_method") and (_graph.may_alias(other) or _graph.is_inplace(other)):
                 root, views = _graph.alias_chain(other, conservative=True)
                 if root in family and views and any(u in after and ALIAS_TAG not in u.meta for u in other.users):
                     return other
