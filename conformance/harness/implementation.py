@@ -334,11 +334,86 @@ def declared_variable(impl: Implementation, name: str) -> Any:
 
 def forced_graph_break(impl: Implementation, key: str) -> Any:
     """One entry of ``impl.forced_graph_breaks()`` (``gb_type``, ``sort``, ``topk``,
-    ``no_lowering``); :class:`NotSupported` when the answer lacks it (``{}``: forces none)."""
+    ``no_lowering``); :class:`NotSupported` when the answer lacks it (``{}``: forces none) or gives
+    it empty (``"no_lowering": {}``: no op without a lowering). A threshold of 0 is a value."""
     value = dict(impl.backend().forced_graph_breaks()).get(key)
-    if value is None:
+    if value is None or (isinstance(value, (str, Mapping, Sequence)) and not value):
         raise NotSupported(f"{impl.name} forces no such graph break (forced_graph_breaks() has no {key!r})")
     return value
+
+
+def debug_artifacts(impl: Implementation) -> dict[str, str]:
+    """``impl.backend().debug_artifact_globs()`` (kind -> glob); :class:`NotSupported` when it names
+    none (``{}``: writes none)."""
+    globs = dict(impl.backend().debug_artifact_globs())
+    if not globs:
+        raise NotSupported(f"{impl.name} names no debug artifacts (debug_artifact_globs() is empty)")
+    return globs
+
+
+def declared_unsupported_api(impl: Implementation, api: str) -> str | None:
+    """Why ``impl`` declares the ``torch.compiler`` API ``api`` unsupported, or ``None`` when it
+    declares nothing about it. Unlike the other readers this one never skips: an implementation
+    that declares nothing (``{}`` or :class:`NotSupported`) has every API probed."""
+    try:
+        declared = dict(impl.backend().unsupported_compiler_apis())
+    except NotSupported:
+        return None
+    return declared.get(api)
+
+
+def fx_pass_names(impl: Implementation) -> list[str]:
+    """``impl.fx_passes().pass_names()``; :class:`NotSupported` when it is ``[]`` (no pass stage to
+    test)."""
+    names = list(impl.fx_passes().pass_names())
+    if not names:
+        raise NotSupported(f"{impl.name} declares no FX passes (pass_names() is empty)")
+    return names
+
+
+def fx_graphs_after_passes(impl: Implementation, model: Callable, args: Sequence[Any]) -> list[str]:
+    """``impl.fx_passes().graph_after_passes(model, args)``; :class:`NotSupported` when it is ``[]``."""
+    graphs = list(impl.fx_passes().graph_after_passes(model, args))
+    if not graphs:
+        raise NotSupported(f"{impl.name} shows no graph after its passes (graph_after_passes() is empty)")
+    return graphs
+
+
+#: The roles of ``cache().entry_files()``, by position (docs/adapter.md, "How a cache entry is described").
+ENTRY_ROLES = ("artifact", "metadata")
+
+
+def cache_entry_file(impl: Implementation, root: str, key: str, role: int) -> str:
+    """The file of ``key``'s entry with ``role`` (an index of :data:`ENTRY_ROLES`), as
+    ``impl.cache().entry_files()`` describes the entry; :class:`NotSupported` when it describes the
+    entry by fewer files (``[]``: not described)."""
+    files = cache_entry_files(impl, root, key)
+    if len(files) <= role:
+        raise NotSupported(f"{impl.name} describes its cache entries by {len(files)} file(s), so the entry's "
+                           f"{ENTRY_ROLES[role]} file cannot be named (entry_files)")
+    return files[role]
+
+
+def cache_entry_files(impl: Implementation, root: str, key: str) -> list[str]:
+    """Every file ``impl.cache().entry_files()`` names for ``key``'s entry, for a test that looks
+    for leftovers: ``[]`` (not described) names none, so there is nothing to find."""
+    return [str(p) for p in impl.cache().entry_files(str(root), key)]
+
+
+#: Each optional member whose empty answer means "I have none", and the reader a test calls instead
+#: of the member, so that the empty answer and NotSupported are one skip. tests/test_conformance_plugin.py
+#: parses the conformance test modules and fails on a direct read of any of these members.
+HONEST_READERS: dict[str, str] = {
+    "forced_graph_breaks": "forced_graph_break",
+    "environment_variables": "declared_variable",
+    "helper_api": "helper_api",
+    "debug_artifact_globs": "debug_artifacts",
+    "unsupported_compiler_apis": "declared_unsupported_api",
+    "expected_support": "conformance.reporting.support.declared",
+    "pass_names": "fx_pass_names",
+    "graph_after_passes": "fx_graphs_after_passes",
+    "entry_files": "cache_entry_file",
+}
 
 
 def load_implementation(spec: str | None = None) -> Implementation:

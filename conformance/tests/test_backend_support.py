@@ -26,7 +26,14 @@ import pytest
 import torch
 from torch.compiler._cache import CacheArtifactManager  # private: the probe's fresh artifact record
 
-from conformance.harness.implementation import NotSupported, declared_variable, forced_graph_break, helper_api
+from conformance.harness.implementation import (
+    NotSupported,
+    debug_artifacts,
+    declared_unsupported_api,
+    declared_variable,
+    forced_graph_break,
+    helper_api,
+)
 from conformance.reporting.support import PARTIAL, SUPPORTED, UNSUPPORTED, support_marker
 from conformance.harness.tolerances import assert_close
 
@@ -263,7 +270,7 @@ def test_shapes_spec(impl, support):
 
 
 def _api_probe(impl, support, api: str, body) -> None:
-    declared = impl.backend().unsupported_compiler_apis().get(api)
+    declared = declared_unsupported_api(impl, api)
     if declared is not None:
         support.record(UNSUPPORTED, declared)
         return
@@ -690,11 +697,7 @@ def test_var_fallback(impl, support, monkeypatch):
                    f"with 0 the graph runs eagerly{' with a warning' if warned else ''}; {bad}.")
 
 
-def _globs(impl) -> dict[str, str]:
-    globs = dict(impl.backend().debug_artifact_globs())
-    if not globs:
-        raise NotSupported(f"{impl.name} names no debug artifacts (debug_artifact_globs() is empty)")
-    return globs
+_globs = debug_artifacts
 
 
 @_var_probe("TORCH_NEURONX_DEBUG_DIR")

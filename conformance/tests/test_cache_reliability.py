@@ -28,7 +28,7 @@ import torch
 
 import neuron_fixtures
 from conformance.harness.child import raise_if_not_supported
-from conformance.harness.implementation import NotSupported
+from conformance.harness.implementation import cache_entry_file, cache_entry_files
 from conformance.harness.evidence import Evidence
 from conformance.harness.forkserver import ForkServer, start_module
 from conformance.harness.outcomes import FellBack
@@ -268,18 +268,11 @@ def warm_cache(impl, pytestconfig, tmp_path_factory, expected):
     return root, keys[0]
 
 
-ARTIFACT, METADATA = 0, 1  # roles of cache_entry_files(), by position (docs/adapter.md)
+ARTIFACT, METADATA = 0, 1  # roles of cache().entry_files(), by position (docs/adapter.md)
 
-
-def entry_file(impl, root, key: str, role: int) -> str:
-    """The file of ``key``'s entry with ``role``, as the adapter describes the entry
-    (``cache_entry_files``: the compiled artifact first, then its metadata, then any others). An
-    entry described by fewer files (``[]``: not described) is an honest answer: the test skips."""
-    files = list(impl.cache().entry_files(str(root), key))
-    if len(files) <= role:
-        raise NotSupported(f"{impl.name} describes its cache entries by {len(files)} file(s), so the entry's "
-                           f"{('artifact', 'metadata')[role]} file cannot be named (cache_entry_files)")
-    return files[role]
+# An entry described by fewer files than a test needs ([]: not described) is an honest answer: the
+# test skips.
+entry_file = cache_entry_file
 
 
 @pytest.mark.parametrize("damage", DAMAGE)
@@ -494,7 +487,7 @@ def test_a_write_cut_short_leaves_nothing_under_the_key(impl, pytestconfig, tmp_
     said = "\n".join([*cut["warnings"], cut.get("error", {}).get("message", "")])
     assert str(root) in said, f"the failed write was not reported with the cache directory: {said[:2000]}"
     assert impl.cache().keys(str(root)) == [], "an entry was published although its write was cut short"
-    partial = [p for p in impl.cache().entry_files(str(root), key) if os.path.exists(p)]
+    partial = [p for p in cache_entry_files(impl, root, key) if os.path.exists(p)]
     assert partial == [], f"a write cut short at {limit} bytes left {partial} under the key"
     assert impl.cache().scratch(str(root)) == [], "the cut-short write left its temporary files"
     follow = Child(spec, impl.cache().env(str(root)), tmp_path / "follow.json").result()
@@ -517,7 +510,7 @@ def other_artifact(impl, pytestconfig, tmp_path_factory, expected) -> bytes:
                    options={"compiler_args": ["-O3"]}).result()
     _check_outputs(result, expected, "the -O3 build")
     (key,) = impl.cache().keys(str(root))
-    with open(impl.cache().entry_files(str(root), key)[0], "rb") as fh:
+    with open(entry_file(impl, root, key, ARTIFACT), "rb") as fh:
         return fh.read()
 
 
@@ -537,7 +530,7 @@ def test_without_a_secret_a_planted_entry_is_served(impl, pytestconfig, tmp_path
     result = Child(_spec(pytestconfig), impl.cache().env(str(root), assert_hit=True), tmp_path / "after.json").result()
     _check_outputs(result, expected, "the run on the planted entry")
     assert result["compiler_invocations"] == 0, "the planted entry was not served (checksums catch nothing more)"
-    with open(impl.cache().entry_files(str(root), key)[0], "rb") as fh:
+    with open(entry_file(impl, root, key, ARTIFACT), "rb") as fh:
         assert fh.read() == other_artifact
 
 
@@ -545,13 +538,13 @@ def test_with_a_secret_a_planted_entry_is_never_executed(impl, pytestconfig, tmp
     root = tmp_path / "cache"
     impl.cache().env(str(root), secret=SECRET)  # NotSupported (a skip) without entry authentication
     key = _warm(impl, pytestconfig, root, expected, secret=SECRET)
-    own = open(impl.cache().entry_files(str(root), key)[0], "rb").read()
+    own = open(entry_file(impl, root, key, ARTIFACT), "rb").read()
     impl.cache().plant_entry(str(root), key, other_artifact)
     result = Child(_spec(pytestconfig), impl.cache().env(str(root), secret=SECRET), tmp_path / "after.json").result()
     _check_outputs(result, expected, "the run on the planted entry, with the secret")
     assert result["compiler_invocations"] == 1, "the planted entry was served despite the secret"
     assert any(key in w for w in result["warnings"]), f"no warning names the refused entry: {result['warnings']}"
-    with open(impl.cache().entry_files(str(root), key)[0], "rb") as fh:
+    with open(entry_file(impl, root, key, ARTIFACT), "rb") as fh:
         assert fh.read() == own, "the rebuilt entry is not the process's own build"
     again = Child(_spec(pytestconfig), impl.cache().env(str(root), secret=SECRET, assert_hit=True),
                   tmp_path / "again.json").result()

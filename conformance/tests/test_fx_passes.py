@@ -17,7 +17,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import neuron_fixtures
-from conformance.harness.implementation import NotSupported
+from conformance.harness.implementation import fx_graphs_after_passes, fx_pass_names
 from conformance.harness.properties import settings
 from conformance.harness.snapshots import JsonSnapshotExtension, TextSnapshotExtension
 from conformance.harness.tolerances import assert_close
@@ -42,13 +42,9 @@ def json_snapshot(snapshot):
     return snapshot.use_extension(JsonSnapshotExtension)
 
 
-def _pass_names(impl) -> list[str]:
-    """The default passes; an implementation that declares none (``[]``) has no pass stage to
-    test, an honest answer: the test skips saying so."""
-    names = list(impl.fx_passes().pass_names())
-    if not names:
-        raise NotSupported(f"{impl.name} declares no FX passes (fx_pass_names() is empty)")
-    return names
+# The default passes; an implementation that declares none (``[]``) has no pass stage to test, an
+# honest answer: the test skips saying so.
+_pass_names = fx_pass_names
 
 
 # --- order, identity, the switch --------------------------------------------------------------
@@ -200,8 +196,6 @@ def test_graph_after_passes(impl, text_snapshot, case):
     else:
         args = make_args()
     with torch.no_grad():
-        graphs = impl.fx_passes().graph_after_passes(fn, args)
-    if not graphs:
-        raise NotSupported(f"{impl.name} shows no graph after its passes (fx_graph_after_passes() is empty)")
+        graphs = fx_graphs_after_passes(impl, fn, args)
     text = "".join(f"# graph {i} of {len(graphs)}\n{g}" for i, g in enumerate(graphs))
     assert text == text_snapshot
