@@ -32,7 +32,7 @@ import pytest
 
 import conformance
 from conformance.harness import expectations as _expectations
-from conformance.reporting import models_report, support as _support
+from conformance.reporting import models_report, spec_coverage as _spec, support as _support
 from conformance.harness import env, pytest_internals
 from conformance.harness.outcomes import EVIDENCE, EVIDENCE_PROPERTY, FELL_BACK, FELL_BACK_PROPERTY, FellBack, fell_back
 from conformance.harness.implementation import (
@@ -48,6 +48,8 @@ _ENV_PREFIXES = ("CONFORMANCE_", "NEURON_", "TORCH_NEURONX_")
 _PACKAGE_DIR = Path(conformance.__file__).resolve().parent
 ITEM_PROPERTY = "conformance_item"
 TIMES_PROPERTY = "conformance_compile_times"
+#: the seed statements a test cites (its ``spec`` markers), as JSON
+SPEC_PROPERTY = "conformance_spec"
 HYPOTHESIS_PROFILES = ("conformance-ci", "conformance-dev")
 #: the test whose setup or call is running (so a fixture's failure can name the test that needed it)
 RUNNING = pytest.StashKey[pytest.Item]()
@@ -65,6 +67,7 @@ class Suite:
         self.strict = bool(config.getoption("conformance_strict"))
         self._impl: Implementation | None = None
         self.expected: _expectations.Expectations | None = None
+        self._catalogue: dict | None = None
         self.started = time.time()
 
     def impl(self) -> Implementation:
@@ -81,6 +84,12 @@ class Suite:
             path = path or self.impl().expectations_file()
             self.expected = _expectations.load(path) if path else _expectations.Expectations.empty()
         return self.expected
+
+    def catalogue(self) -> dict:
+        """The seeds' statements (conformance/spec/), read once, when a test first cites one."""
+        if self._catalogue is None:
+            self._catalogue = _spec.load()
+        return self._catalogue
 
     def report_dir(self) -> Path:
         base = self.config.getoption("conformance_report_dir") or env.report_dir()
@@ -137,6 +146,8 @@ def pytest_configure(config: pytest.Config) -> None:
     # project (without this repository's pyproject) knows them too
     config.addinivalue_line("markers", "slow: a test that compiles many graphs or starts several processes")
     config.addinivalue_line("markers", "cuda: needs a CUDA device; skipped with its reason elsewhere")
+    config.addinivalue_line("markers", "spec(*ids): the seed statements a test checks (conformance/spec/, "
+                                       "conformance/reporting/spec_coverage.py); they make spec-coverage.md")
     _register_hypothesis_profiles()
     suite = Suite(config)
     config.stash[SUITE] = suite
@@ -197,6 +208,13 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     absent = missing_capabilities(impl, list(CAPABILITIES))
     for index, item in enumerate(ours):
         item.user_properties.append((ITEM_PROPERTY, test_id(item)))
+        cited = [sid for marker in item.iter_markers("spec") for sid in marker.args]
+        if cited:
+            unknown = _spec.unknown_ids(cited, suite.catalogue())
+            if unknown:
+                raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.spec cites {unknown}, which conformance/spec/ "
+                                        "does not list; add the statement there or correct the id")
+            item.user_properties.append((SPEC_PROPERTY, json.dumps(sorted(set(cited)))))
         _support.setup_item(item, index)
         groups = [by_module[_module(item)]] if _module(item) in by_module else []
         for marker in item.iter_markers("capability"):
@@ -339,6 +357,8 @@ class Results:
         if report.when == "teardown" and TIMES_PROPERTY in props:
             self.times.extend({"test": test, "graph": g, "seconds": s} for g, s in json.loads(props[TIMES_PROPERTY]))
         entry = self.tests.setdefault(test, {"outcome": "passed", "duration": 0.0, "message": ""})
+        if SPEC_PROPERTY in props:
+            entry["spec"] = json.loads(props[SPEC_PROPERTY])
         entry["duration"] = round(entry["duration"] + report.duration, 3)
         if report.when == "call" and EVIDENCE_PROPERTY in props:
             entry["evidence"] = json.loads(props[EVIDENCE_PROPERTY])

@@ -54,6 +54,7 @@ def _run(mode: str, tmp_path, env: dict, *extra: str) -> dict:
 
 
 @pytest.mark.parametrize("fresh_caches", [False, True], ids=["same-caches", "fresh-hlo-and-neff-caches"])
+@pytest.mark.spec("001.cache.caching-precompile", "001.cache.precompile-dir")
 def test_a_loaded_precompile_cache_skips_dynamo_lowering_and_compiling(tmp_path, fresh_caches):
     def env(tag):
         return {

@@ -11,6 +11,7 @@ from reference.core.errors import EnvVarError
 
 
 @pytest.mark.parametrize("raw, value", [("1", True), ("true", True), ("YES", True), ("0", False), ("False", False), ("no", False), ("", False)])
+@pytest.mark.spec("001.env.boolean-spellings")
 def test_booleans(monkeypatch, raw, value):
     monkeypatch.setenv(env.COMPILE_ONLY, raw)
     assert env.get(env.COMPILE_ONLY) is value

@@ -88,6 +88,9 @@ def test_default_order():
     assert get_default_pass_manager().pass_names() == DEFAULT_ORDER
 
 
+@pytest.mark.spec("003.interface.fxpass")
+
+
 def test_each_default_pass_is_an_fxpass_with_a_version():
     for p in get_default_pass_manager().passes:
         assert isinstance(p, FXPass)
@@ -96,6 +99,7 @@ def test_each_default_pass_is_an_fxpass_with_a_version():
 
 
 @pytest.mark.parametrize("bad", [object(), "DeviceRewriterPass", DeviceRewriterPass, lambda gm, **kw: gm])
+@pytest.mark.spec("003.interface.fxpass", "003.manager.add-pass")
 def test_add_pass_rejects_a_non_pass_when_added(bad):
     m = FXPassManager()
     with pytest.raises(TypeError, match="FXPass instance"):
@@ -156,6 +160,9 @@ def test_a_pass_returning_no_graph_is_reported():
         manager_of(_ReturnsNone()).run_passes(fx.symbolic_trace(lambda x: x + 1), graph_name="g")
 
 
+@pytest.mark.spec("003.manager.debug-timing")
+
+
 def test_each_pass_wall_time_is_logged_at_debug(caplog):
     with caplog.at_level(logging.DEBUG, logger="reference.fx_passes"):
         get_default_pass_manager().run_passes(fx.symbolic_trace(lambda x: x * 2), graph_name="timed_graph")
@@ -172,6 +179,9 @@ def _device_fn(x):
     y = x.to("cuda") * slots
     z = torch.zeros(x.shape, device=torch.device("xla")) + y.cuda()
     return z.to(x.device)
+
+
+@pytest.mark.spec("003.passes.device-rewriter")
 
 
 def test_device_rewriter_moves_foreign_device_arguments(snapshot):
@@ -224,6 +234,9 @@ def test_device_rewriter_names_a_device_argument_that_is_not_a_device():
     gm = fx.symbolic_trace(lambda x: torch.zeros(x.shape, device="gpu0") + x)
     with pytest.raises(FXPassError, match=r"node 'zeros'.*'gpu0' is not a device"):
         DeviceRewriterPass().run(gm, target_device="cpu", graph_name="g")
+
+
+@pytest.mark.spec("003.config.target-device")
 
 
 def test_device_rewriter_rejects_a_bad_target_device():
@@ -291,6 +304,9 @@ def test_inplace_pass_graph(snapshot):
     assert {"code": code(gm), "rewrites": gm.meta["fx_inplace_rewrites"], "kept": gm.meta["fx_inplace_kept"]} == snapshot
     in_place = [n for n in gm.graph.nodes if n.op == "call_method" and n.target.endswith("_")]
     assert [n.target for n in in_place] == ["copy_"]  # only the copy back into the caller's buffer
+
+
+@pytest.mark.spec("003.passes.inplace-to-outofplace")
 
 
 def test_inplace_pass_graph_runs_like_the_original():
@@ -409,6 +425,9 @@ def test_inplace_pass_handles_aten_overloads():
 # --- ordering ---------------------------------------------------------------------------------
 
 
+@pytest.mark.spec("003.default.aliasing-before-inplace")
+
+
 def test_swapping_aliasing_and_inplace_loses_the_aliasing():
     """The seed's reason: the aliasing analysis needs the in-place ops still in the graph."""
     dev, alias, inplace = DeviceRewriterPass(), AliasingOutputRewritePass(), InPlaceToOutOfPlacePass()
@@ -436,6 +455,7 @@ def test_swapping_aliasing_and_inplace_loses_the_aliasing():
 
 
 @pytest.mark.parametrize("case", sorted(ALIASING_CASES))
+@pytest.mark.spec("003.semantics.matches-eager")
 def test_pipeline_with_default_passes_matches_eager_including_aliasing(case):
     fn = ALIASING_CASES[case]
     x = torch.randn(6)
@@ -575,6 +595,7 @@ def test_pipeline_with_a_buffer_writing_kernel_matches_eager():
 
 @pytest.mark.parametrize("name", ["mlp", "decoder_decode"])
 @pytest.mark.parametrize("pass_name", DEFAULT_ORDER)
+@pytest.mark.spec("003.benefits.unit-testable")
 def test_each_pass_alone_keeps_the_compiled_fixture_equal_to_eager(name, pass_name):
     (only,) = [p for p in get_default_pass_manager().passes if p.name == pass_name]
     model, args = neuron_fixtures.build(name)

@@ -153,6 +153,7 @@ def test_a_lock_directory_that_cannot_be_made_warns_truthfully_and_the_result_is
 
 
 @pytest.mark.parametrize("value", ["true", "yes", "TRUE", "on"])
+@pytest.mark.spec("001.cache.caching-precompile-booleans")
 def test_torch_caching_precompile_takes_only_what_pytorch_takes(monkeypatch, value):
     monkeypatch.setenv(env.CACHING_PRECOMPILE, value)
     with pytest.raises(EnvVarError) as caught:

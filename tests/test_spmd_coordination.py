@@ -50,6 +50,9 @@ def _rank(port: int, rank: int, compile, *, after_claim: bool = False, **kwargs)
     return (f"rank {rank}", run)
 
 
+@pytest.mark.spec("002.cache.rank0-compiles-others-wait")
+
+
 def test_one_rank_compiles_and_the_others_fetch_its_artifact(store, tmp_path):
     marks = tmp_path / "compiles"
     marks.mkdir()
@@ -160,6 +163,7 @@ def compile_with_own_caches(root: str, coordinate: bool):
 
 
 @pytest.mark.slow
+@pytest.mark.spec("002.cache.rank0-compiles-others-wait")
 def test_two_ranks_without_a_shared_cache_compile_once(tmp_path):
     env = {"PYTHONPATH": os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")])}
     results = launch(f"{__name__}:compile_with_own_caches", 2, kwargs={"root": str(tmp_path), "coordinate": True},

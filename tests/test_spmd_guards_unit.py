@@ -53,6 +53,9 @@ class _unset:
             os.environ[self.name] = self.old
 
 
+@pytest.mark.spec("002.guards.strict-flag")
+
+
 def test_strict_flag_comes_from_the_environment(monkeypatch):
     staged = {"decode": {"a": [0], "b": [1]}}
     monkeypatch.setenv(env.SPMD_STRICT, "1")
@@ -62,6 +65,9 @@ def test_strict_flag_comes_from_the_environment(monkeypatch):
     monkeypatch.setenv(env.SPMD_STRICT, "0")
     with pytest.warns(SPMDWarning):
         assert len(check_single_artifact(staged)) == 2
+
+
+@pytest.mark.spec("002.guards.union-of-ranks")
 
 
 def test_union_of_ranks_is_taken_across_graphs():

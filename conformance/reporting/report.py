@@ -9,6 +9,9 @@
 - ``summary.md``: the same for a person, leading with the failures and fallbacks by contract and
   the skips by reason, then the totals, the support matrix, the slowest tests and the
   compile-time chart;
+- ``spec-coverage.json`` and ``spec-coverage.md``: each statement of the seeds met, failed, skipped
+  or untested by this run (:mod:`conformance.reporting.spec_coverage`); ``summary.md`` shows the
+  per-seed totals on its first screen;
 - ``junit.xml``: the lane's tests for CI systems;
 - ``support.md``: the support matrix in the backend reference's columns (:mod:`conformance.reporting.support`);
 - ``compile-times.svg``: seconds per compiled graph, slowest first.
@@ -28,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from conformance.harness import env
-from conformance.reporting import models_report, support as _support
+from conformance.reporting import models_report, spec_coverage as _spec, support as _support
 from conformance.harness.outcomes import FELL_BACK
 
 #: 3: the 'fell back' outcome, each test's and support row's evidence, the declared precision.
@@ -43,6 +46,10 @@ def write(
 ) -> None:
     out.mkdir(parents=True, exist_ok=True)
     summary = summarize(impl, suite, results, support, compile_times, stale, environment)
+    coverage = _spec.coverage(_spec.load(), summary["tests"], summary["support"])
+    summary["spec_coverage"] = {seed: {k: v for k, v in s.items() if k != "sections"} for seed, s in coverage["seeds"].items()}
+    atomic_write(out / "spec-coverage.json", json.dumps(coverage, indent=1, sort_keys=True) + "\n")
+    atomic_write(out / "spec-coverage.md", _spec.render(coverage, impl.name, suite.lane))
     atomic_write(out / "summary.json", json.dumps(summary, indent=1, sort_keys=True) + "\n")
     atomic_write(out / "junit.xml", junit(summary))
     chart = compile_time_svg(compile_times)
@@ -147,6 +154,9 @@ def render_markdown(summary: dict, chart_file: str | None = None) -> str:
     if precision:
         lines += [f"Precision: {precision}", ""]
     lines += ["**" + ", ".join(f"{t[o]} {o}" for o in OUTCOMES if t.get(o) or o in ("passed", "failed")) + "**"]
+    if summary.get("spec_coverage"):
+        lines += ["", "Seed statements (spec-coverage.md has each one):", "",
+                  *_spec.totals_lines({"seeds": summary["spec_coverage"]})]
 
     problems = [x for x in summary["tests"] if x["outcome"] in PROBLEMS]
     lines += ["", f"## Failures and fallbacks ({len(problems)})", ""]

@@ -35,6 +35,7 @@ def _fn(x):
 
 
 @pytest.mark.evidence
+@pytest.mark.spec("001.param.dynamic-true-rejected", "001.param.shapes-recompile")
 def test_dynamic_true_is_rejected_at_compile_time_and_shapes_recompile_per_shape(impl):
     with pytest.raises(Exception) as info:
         impl.backend().torch_compile(_fn, dynamic=True)(torch.randn(4, 8))
@@ -49,6 +50,7 @@ def test_dynamic_true_is_rejected_at_compile_time_and_shapes_recompile_per_shape
 
 
 @pytest.mark.evidence
+@pytest.mark.spec("001.param.mode-warns")
 def test_a_mode_other_than_default_warns_and_falls_back(impl):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -58,6 +60,7 @@ def test_a_mode_other_than_default_warns_and_falls_back(impl):
 
 
 @pytest.mark.evidence
+@pytest.mark.spec("001.param.options")
 def test_options_must_be_a_dict_or_none(impl):
     x = torch.randn(4, 8)
     assert_close(impl.backend().torch_compile(_fn, options=None)(x), _fn(x))
@@ -68,6 +71,7 @@ def test_options_must_be_a_dict_or_none(impl):
 
 @pytest.mark.evidence
 @pytest.mark.parametrize("form", ["function", "method"])
+@pytest.mark.spec("001.param.fullgraph-true-raises", "001.breaks.no-lowering", "001.breaks.eager-rest-compiles", "001.breaks.fullgraph-unsupported")
 def test_an_op_with_no_lowering_breaks_the_graph(impl, form):
     ops = _reported(impl, "no_lowering")
     assert ops is None or "histc" in ops, "histc has no lowering, yet is not reported"
@@ -92,6 +96,9 @@ def test_an_op_with_no_lowering_breaks_the_graph(impl, form):
         assert ops["histc"] in str(info.value), "the diagnostic does not give the reported reason"
 
 
+@pytest.mark.spec("001.breaks.no-lowering")
+
+
 def test_lowering_splits_around_an_op_with_no_lowering(impl):
 
     def f(x):
@@ -103,6 +110,7 @@ def test_lowering_splits_around_an_op_with_no_lowering(impl):
 
 
 @pytest.mark.evidence
+@pytest.mark.spec("001.breaks.sort")
 def test_sort_breaks_above_the_threshold_and_topk_from_it(impl):
     for op, limit in THRESHOLDS.items():
         reported = _reported(impl, op)
@@ -125,6 +133,7 @@ def test_sort_breaks_above_the_threshold_and_topk_from_it(impl):
 
 
 @pytest.mark.evidence
+@pytest.mark.spec("001.helper.get-dynamo-metrics", "001.metrics.one-record-per-graph", "001.metrics.graph-id", "001.metrics.graph-name", "001.metrics.has-collectives", "001.metrics.graph-node-count", "001.metrics.timestamp", "001.metrics.fx-passes-us", "001.metrics.lower-us", "001.metrics.compile-us")
 def test_metrics_describe_every_compiled_graph(impl):
     api = helper_api(impl, "reset_dynamo_metrics", "set_model_name", "get_dynamo_metrics")
     api.reset_dynamo_metrics()
@@ -144,11 +153,17 @@ def test_metrics_describe_every_compiled_graph(impl):
     assert api.get_dynamo_metrics() == []
 
 
+@pytest.mark.spec("001.env.boolean-spellings")
+
+
 def test_a_boolean_variable_with_a_bad_value_names_itself(impl, monkeypatch):
     declared_variable(impl, "TORCH_NEURONX_COMPILE_ONLY")  # one it does not read is an honest skip
     monkeypatch.setenv("TORCH_NEURONX_COMPILE_ONLY", "perhaps")
     with pytest.raises(Exception, match=r"TORCH_NEURONX_COMPILE_ONLY.*1/true/yes"):
         impl.backend().torch_compile(_fn)(torch.randn(4, 8))
+
+
+@pytest.mark.spec("001.env.disable-fallback-execution", "001.env.fallback-off-compile-failure", "001.env.fallback-on-runs-original")
 
 
 def test_fallback_is_off_by_default_and_zero_turns_it_on(impl, monkeypatch):
@@ -213,6 +228,7 @@ def _compiled_sorts(impl, fn, x) -> tuple[int, int]:
 
 
 @pytest.mark.parametrize("fn", [_argsort, _sort_method], ids=["argsort", "sort-method"])
+@pytest.mark.spec("001.breaks.sort")
 def test_sort_at_the_threshold_does_not_break_and_one_more_does(impl, small_limits, fn):
     assert small_limits["sort"] == SMALL_LIMIT
     at = _compiled_sorts(impl, fn, torch.randn(2, SMALL_LIMIT))
@@ -220,6 +236,9 @@ def test_sort_at_the_threshold_does_not_break_and_one_more_does(impl, small_limi
     assert at == (1, 1), f"a sorted dimension of exactly the threshold ({SMALL_LIMIT}) broke the graph: {at}"
     assert above[1] == 0, f"a sorted dimension of {SMALL_LIMIT + 1} (threshold + 1) was compiled: {above}"
     _assert_breaks_under_fullgraph(impl, small_limits, fn, torch.randn(2, SMALL_LIMIT + 1), "sort above the threshold")
+
+
+@pytest.mark.spec("001.breaks.topk")
 
 
 def test_topk_below_the_threshold_does_not_break_and_at_it_does(impl, small_limits):
@@ -236,6 +255,9 @@ def test_topk_below_the_threshold_does_not_break_and_at_it_does(impl, small_limi
 # --- model names cannot leave the artifact directories ---------------------------------------------------
 
 HOSTILE_NAMES = ["../escape/probe", "a/../../../up"]
+
+
+@pytest.mark.spec("001.param.name")
 
 
 def test_a_model_name_never_leaves_the_artifact_directories(impl, monkeypatch, tmp_path):

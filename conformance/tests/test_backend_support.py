@@ -97,6 +97,7 @@ def _first_line(exc: BaseException) -> str:
 
 
 @support_marker("parameters", "model")
+@pytest.mark.spec("001.param.model")
 def test_model(impl, support):
     module = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU())
     x = _x()
@@ -107,6 +108,7 @@ def test_model(impl, support):
 
 
 @support_marker("parameters", "fullgraph")
+@pytest.mark.spec("001.param.fullgraph", "001.param.fullgraph-true-raises")
 def test_fullgraph(impl, support):
     def with_break(x):
         y = x * 2
@@ -123,6 +125,7 @@ def test_fullgraph(impl, support):
 
 
 @support_marker("parameters", "dynamic")
+@pytest.mark.spec("001.param.dynamic")
 def test_dynamic(impl, support):
     def shapes_run(**kw):
         impl.reset()
@@ -147,6 +150,7 @@ def test_dynamic(impl, support):
 
 
 @support_marker("parameters", "backend")
+@pytest.mark.spec("001.param.backend")
 def test_backend(impl, support):
     name = impl.backend().names()["compile"]
     listed = name in torch._dynamo.list_backends(exclude_tags=())
@@ -156,6 +160,7 @@ def test_backend(impl, support):
 
 
 @support_marker("parameters", "mode")
+@pytest.mark.spec("001.param.mode")
 def test_mode(impl, support):
     warned = []
     for mode in ("reduce-overhead", "max-autotune-no-cudagraphs"):
@@ -171,6 +176,7 @@ def test_mode(impl, support):
 
 
 @support_marker("parameters", "options")
+@pytest.mark.spec("001.param.options")
 def test_options(impl, support):
     _runs(impl.backend().torch_compile(_fn, options=None))
     impl.reset()
@@ -194,6 +200,7 @@ def test_options(impl, support):
 
 
 @support_marker("parameters", "name")
+@pytest.mark.spec("001.param.name")
 def test_name(impl, support):
     _runs(impl.backend().torch_compile(_fn, name="conformance_probe_region"))
     try:
@@ -209,6 +216,7 @@ def test_name(impl, support):
 
 
 @support_marker("parameters", "disable")
+@pytest.mark.spec("001.param.disable")
 def test_disable(impl, support):
     impl.backend().reset_graph_count()
     _runs(impl.backend().torch_compile(_fn, disable=True))
@@ -218,6 +226,7 @@ def test_disable(impl, support):
 
 
 @support_marker("parameters", "recompile_limit")
+@pytest.mark.spec("001.param.recompile-limit")
 def test_recompile_limit(impl, support):
     impl.backend().reset_graph_count()
     compiled = impl.backend().torch_compile(_fn, dynamic=False, recompile_limit=1)
@@ -240,6 +249,7 @@ def test_recompile_limit(impl, support):
 
 
 @support_marker("parameters", "isolate_recompiles")
+@pytest.mark.spec("001.param.isolate-recompiles")
 def test_isolate_recompiles(impl, support):
     impl.backend().reset_graph_count()
     a = impl.backend().torch_compile(_fn, dynamic=False, recompile_limit=1, isolate_recompiles=True)
@@ -253,6 +263,7 @@ def test_isolate_recompiles(impl, support):
 
 
 @support_marker("parameters", "shapes_spec")
+@pytest.mark.spec("001.param.shapes-spec")
 def test_shapes_spec(impl, support):
     from torch.fx.experimental.dynamic_spec import ShapesSpec, ShapeVar, TensorSpec
 
@@ -506,8 +517,38 @@ _APIS = {
 }
 
 
+#: The seed statement each API's probe checks (its support row says the status the seed gives it).
+API_SPEC = {
+    "compile": "001.api.compile",
+    "reset": "001.api.reset",
+    "allow_in_graph": "001.api.allow-in-graph",
+    "substitute_in_graph": "001.api.substitute-in-graph",
+    "assume_constant_result": "001.api.assume-constant-result",
+    "list_backends": "001.api.list-backends",
+    "disable": "001.api.disable",
+    "set_default_backend": "001.api.set-default-backend",
+    "get_default_backend": "001.api.get-default-backend",
+    "set_stance": "001.api.set-stance",
+    "set_enable_guard_collectives": "001.api.set-enable-guard-collectives",
+    "cudagraph_mark_step_begin": "001.api.cudagraph-mark-step-begin",
+    "is_compiling": "001.api.is-compiling",
+    "is_dynamo_compiling": "001.api.is-dynamo-compiling",
+    "is_exporting": "001.api.is-exporting",
+    "keep_portable_guards_unsafe": "001.api.keep-portable-guards-unsafe",
+    "skip_guard_on_inbuilt_nn_modules_unsafe": "001.api.skip-guard-on-inbuilt-nn-modules-unsafe",
+    "skip_guard_on_all_nn_modules_unsafe": "001.api.skip-guard-on-all-nn-modules-unsafe",
+    "keep_tensor_guards_unsafe": "001.api.keep-tensor-guards-unsafe",
+    "skip_guard_on_globals_unsafe": "001.api.skip-guard-on-globals-unsafe",
+    "skip_all_guards_unsafe": "001.api.skip-all-guards-unsafe",
+    "nested_compile_region": "001.api.nested-compile-region",
+    "load_cache_artifacts": "001.api.load-cache-artifacts",
+    "save_cache_artifacts": "001.api.save-cache-artifacts",
+    "wrap_numpy": "001.api.wrap-numpy",
+    "load_compiled_function": "001.api.load-compiled-function",
+}
+
 @pytest.mark.parametrize(
-    "api", [pytest.param(name, marks=support_marker("apis", name)) for name in _APIS]
+    "api", [pytest.param(name, marks=[support_marker("apis", name), pytest.mark.spec(API_SPEC[name])]) for name in _APIS]
 )
 def test_compiler_api(impl, support, api, tmp_path):
     body = _APIS[api]
@@ -554,6 +595,7 @@ def _no_break_probe(impl, fn, x) -> tuple[int, str]:
 
 
 @support_marker("graph_breaks", "torch.sort, torch.argsort")
+@pytest.mark.spec("001.breaks.sort", "001.breaks.method-form", "001.breaks.fullgraph-unsupported", "001.breaks.diagnostic-type")
 def test_sort_breaks(impl, support):
     limit = forced_graph_break(impl, "sort")
 
@@ -585,6 +627,7 @@ def test_sort_breaks(impl, support):
 
 
 @support_marker("graph_breaks", "torch.topk")
+@pytest.mark.spec("001.breaks.topk", "001.breaks.diagnostic-type")
 def test_topk_breaks(impl, support):
     limit = forced_graph_break(impl, "topk")
 
@@ -611,6 +654,7 @@ def test_topk_breaks(impl, support):
 
 
 @support_marker("graph_breaks", "torch.nn.functional.grouped_mm, torch._grouped_mm")
+@pytest.mark.spec("001.breaks.grouped-mm")
 def test_grouped_mm_breaks(impl, support):
     def f(a, b, offs):
         return torch._grouped_mm(a * 1, b, offs=offs)
@@ -629,6 +673,7 @@ def test_grouped_mm_breaks(impl, support):
 
 
 @support_marker("graph_breaks", "Operations with no lowering")
+@pytest.mark.spec("001.breaks.no-lowering")
 def test_no_lowering_breaks(impl, support):
     ops = forced_graph_break(impl, "no_lowering")
     assert "histc" in ops, "histc has no StableHLO lowering in torch-mlir, yet the computed list lacks it"
@@ -676,6 +721,7 @@ def _var_probe(table_item: str):
 
 
 @_var_probe("TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION")
+@pytest.mark.spec("001.env.disable-fallback-execution")
 def test_var_fallback(impl, support, monkeypatch):
     name = "TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION"
     default = _declared(impl, name)
@@ -701,6 +747,7 @@ _globs = debug_artifacts
 
 
 @_var_probe("TORCH_NEURONX_DEBUG_DIR")
+@pytest.mark.spec("001.env.debug-dir")
 def test_var_debug_dir(impl, support, monkeypatch, tmp_path):
     _declared(impl, "TORCH_NEURONX_DEBUG_DIR")
     globs = _globs(impl)
@@ -715,6 +762,7 @@ def test_var_debug_dir(impl, support, monkeypatch, tmp_path):
 
 
 @_var_probe("TORCH_NEURONX_PRESERVE_COMPILATION_ARTIFACTS")
+@pytest.mark.spec("001.env.preserve-artifacts")
 def test_var_preserve(impl, support, monkeypatch, tmp_path):
     default = _declared(impl, "TORCH_NEURONX_PRESERVE_COMPILATION_ARTIFACTS")
     globs = _globs(impl)
@@ -729,6 +777,7 @@ def test_var_preserve(impl, support, monkeypatch, tmp_path):
 
 
 @_var_probe("TORCH_NEURONX_COMPILE_ONLY")
+@pytest.mark.spec("001.env.compile-only", "001.env.compile-only-helper")
 def test_var_compile_only(impl, support, monkeypatch):
     default = _declared(impl, "TORCH_NEURONX_COMPILE_ONLY")
     api = _helper(impl, "compile_only")
@@ -755,6 +804,7 @@ def test_var_compile_only(impl, support, monkeypatch):
 
 
 @_var_probe("TORCH_NEURONX_DYNAMO_DISABLE_CPU_AUTOCOPY")
+@pytest.mark.spec("001.env.disable-cpu-autocopy")
 def test_var_autocopy(impl, support, monkeypatch):
     default = _declared(impl, "TORCH_NEURONX_DYNAMO_DISABLE_CPU_AUTOCOPY")
     api = _helper(impl, "to_device")
@@ -775,6 +825,7 @@ def test_var_autocopy(impl, support, monkeypatch):
 
 
 @_var_probe("TORCH_NEURONX_RETAIN_DEVICE_MODE")
+@pytest.mark.spec("001.env.retain-device-mode")
 def test_var_retain_device(impl, support, monkeypatch):
     default = _declared(impl, "TORCH_NEURONX_RETAIN_DEVICE_MODE")
     api = _helper(impl, "is_device_tensor")
@@ -789,6 +840,7 @@ def test_var_retain_device(impl, support, monkeypatch):
 
 
 @_var_probe("NEURON_PLATFORM_TARGET_OVERRIDE")
+@pytest.mark.spec("001.env.target-override")
 def test_var_target(impl, support, monkeypatch):
     _declared(impl, "NEURON_PLATFORM_TARGET_OVERRIDE")
     monkeypatch.setenv("NEURON_PLATFORM_TARGET_OVERRIDE", "trn3")
@@ -804,6 +856,7 @@ def test_var_target(impl, support, monkeypatch):
 
 
 @_var_probe("NEURON_CC_FLAGS")
+@pytest.mark.spec("001.env.cc-flags")
 def test_var_cc_flags(impl, support, monkeypatch):
     default = _declared(impl, "NEURON_CC_FLAGS")
     monkeypatch.setenv("NEURON_CC_FLAGS", "-O1")
@@ -821,6 +874,7 @@ def test_var_cc_flags(impl, support, monkeypatch):
 
 
 @_var_probe("TORCH_NEURONX_ENABLE_NKI_SDPA")
+@pytest.mark.spec("001.env.nki-sdpa", "001.env.nki-sdpa-2048")
 def test_var_nki_sdpa(impl, support, monkeypatch):
     default = _declared(impl, "TORCH_NEURONX_ENABLE_NKI_SDPA")
     api = _helper(impl, "reset_dynamo_metrics", "get_dynamo_metrics")
@@ -857,6 +911,7 @@ def test_cache_variables_are_read(impl, support, name):
 
 
 @_var_probe("TORCH_NEURONX_ENABLED_METRIC_TABLES")
+@pytest.mark.spec("001.metrics.enabled-tables")
 def test_var_metric_tables(impl, support, monkeypatch, tmp_path):
     _declared(impl, "TORCH_NEURONX_ENABLED_METRIC_TABLES")
     monkeypatch.setenv("TORCH_NEURONX_ENABLED_METRIC_TABLES", "graph_stats")
@@ -871,6 +926,7 @@ def test_var_metric_tables(impl, support, monkeypatch, tmp_path):
 
 
 @_var_probe("TORCH_NEURONX_METRICS_DIR")
+@pytest.mark.spec("001.metrics.metrics-dir")
 def test_var_metrics_dir(impl, support, monkeypatch, tmp_path):
     default = _declared(impl, "TORCH_NEURONX_METRICS_DIR")
     target = tmp_path / "not" / "yet"
@@ -889,6 +945,7 @@ _helper = helper_api
 
 
 @support_marker("helper_api", "set_model_name()")
+@pytest.mark.spec("001.helper.set-model-name", "001.metrics.model-name")
 def test_set_model_name(impl, support, monkeypatch, tmp_path):
     api = _helper(impl, "set_model_name", "get_model_name", "reset_dynamo_metrics", "get_dynamo_metrics")
     monkeypatch.setenv("TORCH_NEURONX_DEBUG_DIR", str(tmp_path / "debug"))
@@ -910,6 +967,7 @@ def test_set_model_name(impl, support, monkeypatch, tmp_path):
 
 
 @support_marker("helper_api", "get_model_name()")
+@pytest.mark.spec("001.helper.importable", "001.helper.get-model-name-default")
 def test_get_model_name(impl, support):
     api = _helper(impl, "get_model_name")
     default = api.get_model_name()
@@ -917,6 +975,7 @@ def test_get_model_name(impl, support):
 
 
 @support_marker("helper_api", "get_rank()")
+@pytest.mark.spec("001.helper.get-rank-outside")
 def test_get_rank(impl, support):
     api = _helper(impl, "get_rank")
     rank = api.get_rank()
@@ -924,6 +983,7 @@ def test_get_rank(impl, support):
 
 
 @support_marker("helper_api", "get_dynamo_metrics()")
+@pytest.mark.spec("001.helper.get-dynamo-metrics", "001.metrics.one-record-per-graph", "001.metrics.graph-name")
 def test_get_dynamo_metrics(impl, support):
     api = _helper(impl, "get_dynamo_metrics", "reset_dynamo_metrics")
     api.reset_dynamo_metrics()
@@ -941,6 +1001,7 @@ def test_get_dynamo_metrics(impl, support):
 
 
 @support_marker("helper_api", "reset_dynamo_metrics()")
+@pytest.mark.spec("001.helper.reset-dynamo-metrics")
 def test_reset_dynamo_metrics(impl, support):
     api = _helper(impl, "reset_dynamo_metrics", "get_dynamo_metrics")
     _runs(impl.backend().torch_compile(_fn))
@@ -949,6 +1010,7 @@ def test_reset_dynamo_metrics(impl, support):
 
 
 @support_marker("helper_api", "NEFFCompilationError")
+@pytest.mark.spec("001.helper.importable", "001.helper.neff-compilation-error")
 def test_neff_compilation_error(impl, support, monkeypatch):
     api = _helper(impl, "NEFFCompilationError")
     monkeypatch.setenv("NEURON_CC_FLAGS", "--conformance-no-such-flag")
@@ -960,6 +1022,7 @@ def test_neff_compilation_error(impl, support, monkeypatch):
 
 
 @support_marker("helper_api", "NEFFExecutionError")
+@pytest.mark.spec("001.helper.neff-execution-error")
 def test_neff_execution_error(impl, support):
     api = _helper(impl, "NEFFExecutionError")
     assert issubclass(api.NEFFExecutionError, Exception)

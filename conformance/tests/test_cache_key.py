@@ -120,6 +120,7 @@ PROPS = settings(max_examples=60)
 
 @PROPS
 @given(groups=flag_groups(), specs=tensor_specs(), which=st.integers(0, 1))
+@pytest.mark.spec("002.cache.same-32-char-hash")
 def test_the_key_is_32_lowercase_hex_and_repeatable(impl, hlos, groups, specs, which):
     case = _case(hlos[which], _tokens(groups), specs)
     key = impl.cache().hash(**case)
@@ -174,6 +175,7 @@ def test_source_locations_do_not_change_the_key(impl, hlos, seed, which):
 
 @PROPS
 @given(groups=flag_groups(), specs=tensor_specs(), data=st.data())
+@pytest.mark.spec("000.key.inputs")
 def test_any_flag_or_flag_value_changes_the_key(impl, hlos, groups, specs, data):
     base = _case(hlos[0], _tokens(groups), specs)
     valued = [g for g in groups if len(g) == 2]
@@ -208,6 +210,9 @@ def test_values_stay_paired_with_their_flags(impl, hlos, specs, data):
     _differ(impl, _case(hlos[0], first, specs), _case(hlos[0], second, specs), what)
 
 
+@pytest.mark.spec("001.env.target-override")
+
+
 def test_the_target_changes_the_key(impl, hlos):
     specs = [("float32", (4, 32), (32, 1))]
     keys = {impl.cache().hash(hlos[0], ["--target", t], specs) for t in ("trn1", "inf2", "trn2", "trn3")}
@@ -216,6 +221,7 @@ def test_the_target_changes_the_key(impl, hlos):
 
 @PROPS
 @given(specs=tensor_specs(), data=st.data())
+@pytest.mark.spec("000.key.inputs", "001.cache.shape-per-entry")
 def test_any_dtype_shape_or_stride_changes_the_key(impl, hlos, specs, data):
     i = data.draw(st.integers(0, len(specs) - 1))
     dtype, shape, stride = specs[i]
@@ -234,6 +240,7 @@ def test_any_dtype_shape_or_stride_changes_the_key(impl, hlos, specs, data):
 
 @settings(max_examples=30)
 @given(pos=st.integers(0, 10**9), digit=st.sampled_from("0123456789"), which=st.integers(0, 1))
+@pytest.mark.spec("001.cache.content-addressed")
 def test_any_change_to_the_hlo_changes_the_key(impl, hlos, pos, digit, which):
     text = hlos[which]
     pos %= len(text)
@@ -244,6 +251,7 @@ def test_any_change_to_the_hlo_changes_the_key(impl, hlos, pos, digit, which):
 
 @settings(max_examples=30)
 @given(data=st.data())
+@pytest.mark.spec("000.key.inputs", "001.cache.compiler-version-in-key")
 def test_any_tool_version_changes_the_key(impl, hlos, data):
     versions = impl.versions()
     if not versions:
@@ -259,6 +267,7 @@ def test_any_tool_version_changes_the_key(impl, hlos, data):
 
 @settings(max_examples=30)
 @given(world=st.sampled_from([2, 4, 8]), data=st.data())
+@pytest.mark.spec("002.collectives.group-name-normalized")
 def test_replica_groups_change_the_key(impl, hlos, world, data):
     ranks = data.draw(st.permutations(list(range(world))))
     size = data.draw(st.sampled_from([d for d in (1, 2, world) if world % d == 0]))
@@ -293,6 +302,9 @@ def _batch(hlos) -> list[dict]:
             }
         )
     return cases
+
+
+@pytest.mark.spec("001.cache.reused-across-runs")
 
 
 def test_keys_are_identical_across_fresh_processes_seeds_directories_and_ranks(impl, hlos, pytestconfig, tmp_path):

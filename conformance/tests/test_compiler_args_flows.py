@@ -120,6 +120,9 @@ def _one_graph(record, what):
 # --- in-process flow ---------------------------------------------------------------------------------
 
 
+@pytest.mark.spec("000.runner.resolve-once-per-graph", "000.seams.three-seams", "000.flow.in-process-scope")
+
+
 def test_decode_graph_gets_its_level_in_process(in_process):
     g = _one_graph(in_process["decode"], "decode")
     assert _level(g["compiler_args"]) == 3, g
@@ -127,11 +130,15 @@ def test_decode_graph_gets_its_level_in_process(in_process):
 
 
 @pytest.mark.parametrize("graph_type,level", [("encoder", 3), ("jf", 2), ("prefill", None)])
+@pytest.mark.spec("000.policy.signature", "000.policy.full-list")
 def test_each_graph_type_compiles_with_its_policy_list(in_process, graph_type, level):
     g = _one_graph(in_process[graph_type], graph_type)
     assert _level(g["compiler_args"]) == level, g
     for flag in BASE:
         assert flag in g["compiler_args"], f"{graph_type}: base flag {flag} lost: {g['compiler_args']}"
+
+
+@pytest.mark.spec("000.policy.graph-type-labels", "000.runner.base-args-on-options", "000.runner.resolve-none")
 
 
 def test_untagged_graph_keeps_the_base_arguments(in_process):
@@ -140,14 +147,21 @@ def test_untagged_graph_keeps_the_base_arguments(in_process):
     assert _starts_with(g["compiler_args"], BASE) and _level(g["compiler_args"]) is None, g
 
 
+@pytest.mark.spec("000.seams.apply-before-hash", "000.key.distinct-args-own-neff")
+
+
 def test_graphs_with_different_lists_get_different_keys(in_process):
     keys = {g: _one_graph(in_process[g], str(g))["cache_key"] for g in (*TYPES, None)}
     assert len(set(keys.values())) == len(keys), keys
 
 
 @pytest.mark.parametrize("graph_type", [*TYPES, None])
+@pytest.mark.spec("000.flow.in-process-scope")
 def test_in_process_outputs_match_eager(in_process, graph_type):
     assert_close(in_process[graph_type]["outputs"], in_process[graph_type]["eager"], what=str(graph_type))
+
+
+@pytest.mark.spec("000.precedence.explicit-level-wins")
 
 
 def test_explicit_caller_level_disables_the_policy_for_every_graph(impl):
@@ -165,6 +179,7 @@ def test_explicit_caller_level_disables_the_policy_for_every_graph(impl):
 
 
 @pytest.mark.capability("capture")
+@pytest.mark.spec("000.seams.three-seams", "000.flow.capture-records-args")
 def test_a_staged_graph_records_the_list_its_site_resolved(impl, tmp_path):
     """One trace job on its own: the capture seam stages the decode graph with the list the site
     resolved (level 3 on the base arguments), in what it reports and in the staged metadata."""
@@ -183,6 +198,7 @@ def test_a_staged_graph_records_the_list_its_site_resolved(impl, tmp_path):
 
 
 @pytest.mark.capability("capture")
+@pytest.mark.spec("000.flow.trace-job-third-element")
 def test_trace_jobs_carry_the_resolved_list(deferred, in_process):
     for g, job in zip(TYPES, deferred["jobs"]):
         assert len(job) == 3
@@ -190,6 +206,7 @@ def test_trace_jobs_carry_the_resolved_list(deferred, in_process):
 
 
 @pytest.mark.capability("capture")
+@pytest.mark.spec("000.flow.same-list-both-flows", "000.stability.warmup-serve-same-key", "000.sites.decode-warmup-and-forward")
 def test_decode_graph_gets_the_same_list_and_key_in_both_flows(deferred, in_process):
     traced = deferred["traced"]["decode"]
     assert traced["ok"], traced["error"]
@@ -201,6 +218,7 @@ def test_decode_graph_gets_the_same_list_and_key_in_both_flows(deferred, in_proc
 
 @pytest.mark.capability("capture")
 @pytest.mark.parametrize("graph_type", ["encoder", "jf", "prefill"])
+@pytest.mark.spec("000.seams.apply-before-hash", "000.flow.same-list-both-flows")
 def test_every_graph_keys_the_same_in_both_flows(deferred, in_process, graph_type):
     traced = deferred["traced"][graph_type]
     assert traced["ok"], traced["error"]
@@ -209,6 +227,7 @@ def test_every_graph_keys_the_same_in_both_flows(deferred, in_process, graph_typ
 
 
 @pytest.mark.capability("capture")
+@pytest.mark.spec("000.flow.parallel-compile-reads-args")
 def test_parallel_compile_reads_the_recorded_lists(deferred, in_process):
     by_key = {r["cache_key"]: r for r in deferred["compiled"]}
     assert all(r["ok"] for r in deferred["compiled"]), deferred["compiled"]
@@ -220,6 +239,7 @@ def test_parallel_compile_reads_the_recorded_lists(deferred, in_process):
 
 
 @pytest.mark.capability("capture")
+@pytest.mark.spec("000.flow.deferred-build", "000.stability.warmup-serve-same-key")
 def test_serving_after_parallel_compile_is_a_cache_hit(impl, deferred, monkeypatch, tmp_path):
     _copy_of(impl, monkeypatch, deferred["caches"], tmp_path / "served")
     monkeypatch.setenv("NEURON_LIBTORCH_ASSERT_CACHE_HIT", "1")
@@ -232,6 +252,7 @@ def test_serving_after_parallel_compile_is_a_cache_hit(impl, deferred, monkeypat
 
 
 @pytest.mark.capability("capture")
+@pytest.mark.spec("000.flow.child-opens-scope", "000.sites.no-model-code-in-libtorch")
 def test_forked_children_see_their_own_jobs_arguments(impl, deferred, tmp_path):
     model, kwargs, _ = deferred["jobs"][TYPES.index("prefill")]
     jobs = [(model, kwargs, [*BASE, "-O2"]), (model, kwargs, [*BASE, "-O3", "--auto-cast", "all"]), (model, kwargs)]
@@ -270,6 +291,7 @@ def test_a_failing_child_is_reported_with_its_job_and_never_hangs(impl, deferred
 
 
 @pytest.mark.capability("capture")
+@pytest.mark.spec("000.flow.old-cache-base-args")
 def test_old_cache_directory_compiles_with_the_base_arguments(impl, tmp_path):
     old = impl.capture().legacy_capture_dir(str(tmp_path / "old"))
     staged = impl.capture().staged_metadata(old)
@@ -282,6 +304,9 @@ def test_old_cache_directory_compiles_with_the_base_arguments(impl, tmp_path):
 
 
 # --- guards ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.spec("000.stability.outside-scope-base-args", "000.stability.assert-cache-hit")
 
 
 def test_serve_time_compile_outside_the_scope_is_caught(impl, in_process, monkeypatch, tmp_path):
@@ -298,6 +323,9 @@ def test_serve_time_compile_outside_the_scope_is_caught(impl, in_process, monkey
     assert "NEURON_LIBTORCH_ASSERT_CACHE_HIT" in str(info.value)
 
 
+@pytest.mark.spec("000.seams.three-seams", "000.stability.native-assert-cache-key-args")
+
+
 def test_nondeterministic_policy_is_detected_by_the_native_seam(impl):
     runner = impl.compiler_args().policy_runner(policy="nondeterministic", mode="native", compiler_args=BASE)
     first = runner.run("decode")
@@ -307,6 +335,9 @@ def test_nondeterministic_policy_is_detected_by_the_native_seam(impl):
         runner.run("decode")  # the policy now answers -O2 for the same graph
     msg = str(info.value)
     assert "-O2" in msg and "-O3" in msg, msg
+
+
+@pytest.mark.spec("000.policy.deterministic", "000.stability.changed-args-recompile")
 
 
 def test_nondeterministic_policy_misses_the_cache_after_warmup(impl, in_process, monkeypatch, tmp_path):
@@ -334,6 +365,7 @@ def _reviewable(meta: dict) -> dict:
 
 @pytest.mark.capability("capture")
 @pytest.mark.parametrize("graph_type", ["decode", "jf"])
+@pytest.mark.spec("000.flow.capture-records-args")
 def test_staged_metadata_snapshot(impl, deferred, graph_type, snapshot):
     key = deferred["traced"][graph_type]["captured"][0]["cache_key"]
     metas = {m["cache_key"]: m for m in impl.capture().staged_metadata(str(deferred["root"] / "captured"))}
@@ -346,6 +378,7 @@ def test_staged_metadata_snapshot(impl, deferred, graph_type, snapshot):
 
 
 @pytest.mark.parametrize("name", ["mlp", "vision_encoder"])
+@pytest.mark.spec("000.helper.levels-reach-compiler")
 def test_optimization_levels_reach_the_compiler_and_give_equal_outputs(impl, own_cache, name):
     """Each level compiles to a different artifact (the level reached the compiler) with the same
     outputs (the level changed how, not what)."""

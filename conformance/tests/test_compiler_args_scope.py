@@ -26,9 +26,15 @@ def _scoped(impl):
     return impl.compiler_args().apply_scoped_compiler_args(OPTS)["compiler_args"]
 
 
+@pytest.mark.spec("000.scope.apply-without-scope")
+
+
 def test_no_scope_leaves_options_unchanged(impl):
     assert impl.compiler_args().apply_scoped_compiler_args(OPTS) == OPTS
     assert impl.compiler_args().apply_scoped_compiler_args(None) in ({}, None)
+
+
+@pytest.mark.spec("000.scope.context-manager", "000.scope.apply-replaces")
 
 
 def test_scope_replaces_compiler_args_and_keeps_other_options(impl):
@@ -39,9 +45,15 @@ def test_scope_replaces_compiler_args_and_keeps_other_options(impl):
     assert OPTS["compiler_args"] == ["--target", "trn2"], "the caller's options were modified"
 
 
+@pytest.mark.spec("000.scope.none-is-no-override")
+
+
 def test_none_scope_is_no_override(impl):
     with impl.compiler_args().scoped_compiler_args(None):
         assert _scoped(impl) == ["--target", "trn2"]
+
+
+@pytest.mark.spec("000.scope.restored-on-exit")
 
 
 def test_nested_scopes_restore_the_outer_value(impl):
@@ -55,6 +67,9 @@ def test_nested_scopes_restore_the_outer_value(impl):
     assert _scoped(impl) == ["--target", "trn2"]
 
 
+@pytest.mark.spec("000.scope.restored-on-exit")
+
+
 def test_an_exception_inside_restores_the_scope(impl):
     with impl.compiler_args().scoped_compiler_args(["-O2"]):
         with pytest.raises(RuntimeError):
@@ -62,6 +77,9 @@ def test_an_exception_inside_restores_the_scope(impl):
                 raise RuntimeError("inside")
         assert _scoped(impl) == ["-O2"]
     assert _scoped(impl) == ["--target", "trn2"]
+
+
+@pytest.mark.spec("000.scope.context-manager")
 
 
 def test_threads_do_not_see_each_others_scopes(impl):
@@ -82,6 +100,9 @@ def test_threads_do_not_see_each_others_scopes(impl):
             t.join(30)
         assert _scoped(impl) == ["-O1"]
     assert seen == {"a": ["-O2"], "b": ["-O3"]}
+
+
+@pytest.mark.spec("000.scope.context-manager")
 
 
 def test_asyncio_tasks_do_not_see_each_others_scopes(impl):
@@ -135,6 +156,7 @@ arg_lists = st.lists(st.sampled_from(_OTHER + _LEVEL), max_size=6).map(lambda pa
 
 @settings(max_examples=200)
 @given(args=arg_lists, level=st.sampled_from([1, 2, 3]))
+@pytest.mark.spec("000.helper.with-optimization-level")
 def test_level_is_replaced_in_any_form_and_other_flags_keep_their_order(impl, args, level):
     before = list(args)
     out = impl.compiler_args().with_optimization_level(args, level)
@@ -146,8 +168,12 @@ def test_level_is_replaced_in_any_form_and_other_flags_keep_their_order(impl, ar
 
 @settings(max_examples=100)
 @given(args=arg_lists, a=st.sampled_from([1, 2, 3]), b=st.sampled_from([1, 2, 3]))
+@pytest.mark.spec("000.helper.with-optimization-level")
 def test_level_helper_composes(impl, args, a, b):
     assert impl.compiler_args().with_optimization_level(impl.compiler_args().with_optimization_level(args, a), b) == impl.compiler_args().with_optimization_level(args, b)
+
+
+@pytest.mark.spec("000.helper.with-optimization-level")
 
 
 def test_level_helper_keeps_unrelated_items_verbatim(impl):
@@ -157,6 +183,7 @@ def test_level_helper_keeps_unrelated_items_verbatim(impl):
 
 
 @pytest.mark.parametrize("level", [0, 4, 7, "3", None, 2.0, True])
+@pytest.mark.spec("000.helper.with-optimization-level")
 def test_malformed_level_is_refused(impl, level):
     with pytest.raises(Exception) as info:
         impl.compiler_args().with_optimization_level(["--target", "trn2"], level)
@@ -170,6 +197,9 @@ def test_malformed_level_already_in_the_list_is_refused(impl):
 
 
 # --- bad policy input, named by graph type ----------------------------------------------------------
+
+
+@pytest.mark.spec("000.scope.concrete-list-only")
 
 
 def test_policy_returning_a_string_names_the_graph_type(impl):
@@ -187,6 +217,7 @@ def test_policy_with_a_malformed_level_names_the_graph_type(impl):
 
 
 @pytest.mark.parametrize("bad", ["", 7], ids=["empty", "not-a-string"])
+@pytest.mark.spec("000.policy.graph-type-labels")
 def test_a_graph_type_that_is_not_one_is_refused_naming_it(impl, bad):
     """Graph types are open (seed 000: "decode", "encoder", "and so on"), but a compile site must
     name its graph with a non-empty string (or None): anything else is refused, naming the value."""
@@ -194,6 +225,9 @@ def test_a_graph_type_that_is_not_one_is_refused_naming_it(impl, bad):
         with pytest.raises(Exception) as info:
             runner.resolve(bad)
         assert repr(bad) in str(info.value)
+
+
+@pytest.mark.spec("000.policy.add-or-remove-flags", "000.sites.jump-forward")
 
 
 def test_a_graph_type_of_the_models_own_reaches_its_policy(impl):
@@ -205,6 +239,7 @@ def test_a_graph_type_of_the_models_own_reaches_its_policy(impl):
 
 
 @pytest.mark.parametrize("job", [("only-model",), (print, {}, None, "extra"), "not a tuple"])
+@pytest.mark.spec("000.flow.trace-job-third-element", "000.sites.no-model-code-in-libtorch")
 def test_trace_job_of_the_wrong_shape_names_the_job(impl, tmp_path, job):
     good = (print, {}, ["-O2"])
     with pytest.raises(Exception) as info:

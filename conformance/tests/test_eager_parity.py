@@ -16,6 +16,7 @@ pytestmark = pytest.mark.evidence
 
 
 @pytest.mark.parametrize("name", neuron_fixtures.names())
+@pytest.mark.spec("003.semantics.matches-eager")
 def test_compiled_matches_eager(impl, name):
     model, args = neuron_fixtures.build(name)
     ref_model, ref_args = neuron_fixtures.build(name)

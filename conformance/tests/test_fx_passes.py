@@ -50,6 +50,9 @@ _pass_names = fx_pass_names
 # --- order, identity, the switch --------------------------------------------------------------
 
 
+@pytest.mark.spec("002.guards.rank-constant-pass-last", "003.interface.name", "003.default.order", "003.passes.get-default-pass-manager")
+
+
 def test_default_order(impl, json_snapshot):
     names = _pass_names(impl)
     assert names == DEFAULT_ORDER
@@ -57,6 +60,9 @@ def test_default_order(impl, json_snapshot):
         "the aliasing analysis needs the in-place ops still in the graph"
     )
     assert {"order": names} == json_snapshot
+
+
+@pytest.mark.spec("003.manager.add-pass", "003.adding.new-pass")
 
 
 def test_identity_changes_when_a_pass_is_added_removed_or_reordered(impl):
@@ -72,6 +78,7 @@ def test_identity_changes_when_a_pass_is_added_removed_or_reordered(impl):
 
 @settings(max_examples=40)
 @given(data=st.data())
+@pytest.mark.spec("003.adding.new-pass")
 def test_identity_is_a_function_of_the_ordered_pass_list(impl, data):
     names = _pass_names(impl)
     a = data.draw(st.permutations(names), label="order a")[: data.draw(st.integers(0, len(names)), label="len a")]
@@ -83,19 +90,31 @@ def _small(x):
     return torch.relu(x) * 2
 
 
+@pytest.mark.spec("003.manager.run-passes", "003.integration.before-lowering", "003.config.enable-fx-passes")
+
+
 def test_every_default_pass_runs_when_enabled(impl):
     assert impl.fx_passes().passes_applied(_small, (torch.randn(3),)) == _pass_names(impl)
     assert impl.fx_passes().passes_applied(_small, (torch.randn(3),), {"enable_fx_passes": True}) == _pass_names(impl)
+
+
+@pytest.mark.spec("003.config.enable-fx-passes")
 
 
 def test_enable_fx_passes_false_skips_the_stage(impl):
     assert impl.fx_passes().passes_applied(_small, (torch.randn(3),), {"enable_fx_passes": False}) == []
 
 
+@pytest.mark.spec("003.config.enable-fx-passes")
+
+
 def test_a_bad_enable_fx_passes_value_is_rejected(impl):
     _pass_names(impl)  # both options belong to the FX pass stage; without one, this skips
     with pytest.raises(Exception, match="enable_fx_passes"):
         impl.compile(_small, options={"enable_fx_passes": "no"}, fullgraph=True)(torch.randn(3))
+
+
+@pytest.mark.spec("003.config.target-device")
 
 
 def test_a_bad_target_device_is_named(impl):
@@ -129,6 +148,9 @@ def _same_storage(a: torch.Tensor, b: torch.Tensor) -> bool:
     return a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
 
 
+@pytest.mark.spec("003.default.aliasing-before-inplace", "003.passes.aliasing-output")
+
+
 def test_an_output_that_is_a_mutated_input_is_the_callers_tensor(impl):
     x = torch.randn(6)
     expected = x.clone() + 1
@@ -139,6 +161,9 @@ def test_an_output_that_is_a_mutated_input_is_the_callers_tensor(impl):
     assert torch.equal(x, torch.zeros(6)), "writing the output writes the caller's tensor, as in eager"
 
 
+@pytest.mark.spec("003.passes.aliasing-output")
+
+
 def test_a_view_of_a_mutated_input_sees_the_write(impl):
     x = torch.randn(6)
     xe = x.clone()
@@ -147,6 +172,9 @@ def test_a_view_of_a_mutated_input_sees_the_write(impl):
     assert_close(list(out), list(expected), what="outputs")
     assert_close(x, xe, what="input after the call")
     assert _same_storage(out[0], x) and out[0].shape == (2, 3)
+
+
+@pytest.mark.spec("003.passes.aliasing-output")
 
 
 def test_outputs_that_alias_each_other_share_storage(impl):
@@ -166,6 +194,9 @@ def scale_into(x: torch.Tensor, out: torch.Tensor, factor: float) -> None:
 def _calls_kernel(x, out):
     scale_into(x, out, 3.0)
     return out.sum(dim=-1)
+
+
+@pytest.mark.spec("003.passes.nki-backend-config")
 
 
 def test_a_kernel_writing_into_a_callers_buffer(impl):
@@ -189,6 +220,7 @@ CASES = {
 
 
 @pytest.mark.parametrize("case", list(CASES))
+@pytest.mark.spec("003.passes.device-rewriter", "003.passes.inplace-to-outofplace", "003.integration.before-lowering")
 def test_graph_after_passes(impl, text_snapshot, case):
     fn, make_args = CASES[case]
     if fn is None:

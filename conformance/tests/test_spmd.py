@@ -91,11 +91,15 @@ def worlds(request):
 # --- the sharded model equals the unsharded one ------------------------------------------------
 
 @pytest.mark.parametrize("world", [2, 4])
+@pytest.mark.spec("002.rank.vocab-start", "002.writing.weight-loading-not-traced")
 def test_sharded_decoder_output_equals_unsharded(worlds, world):
     for rank, res in enumerate(scenario(worlds(world), "decoder_spmd")):
         assert_close(res["out"], res["expected"], what=f"rank {rank} of {world}: prefill logits")
         assert_close(res["decode_out"], res["decode_expected"], what=f"rank {rank} of {world}: decode-step logits")
         assert_close(res["k_caches"], res["expected_k_caches"], what=f"rank {rank} of {world}: its KV-cache shard")
+
+
+@pytest.mark.spec("002.rank.vocab-start")
 
 
 def test_each_parallel_layer_equals_its_dense_layer(world2):
@@ -105,6 +109,7 @@ def test_each_parallel_layer_equals_its_dense_layer(world2):
 
 
 @pytest.mark.parametrize("world", [2, 4, 8])
+@pytest.mark.spec("002.collectives.functional-ops")
 def test_all_four_collectives_equal_eager(worlds, world):
     for rank, res in enumerate(scenario(worlds(world), "collectives")):
         assert_close(list(res["out"]), list(res["expected"]), what=f"rank {rank} of {world}: collectives")
@@ -113,6 +118,7 @@ def test_all_four_collectives_equal_eager(worlds, world):
 # --- rank invariance -----------------------------------------------------------------------------
 
 @pytest.mark.parametrize("world, name", [(2, "decoder_spmd"), (4, "decoder_spmd"), (2, "collectives"), (4, "collectives"), (8, "collectives")])
+@pytest.mark.spec("002.spmd.identical-graph", "002.cache.same-32-char-hash")
 def test_every_rank_traces_identical_text_and_key(worlds, world, name):
     per_rank = scenario(worlds(world), name)
     texts = [r["texts"] for r in per_rank]
@@ -121,6 +127,9 @@ def test_every_rank_traces_identical_text_and_key(worlds, world, name):
         assert texts[rank] == texts[0], f"rank {rank}'s text differs from rank 0's"
     keys = [r["graphs"] for r in per_rank]
     assert all(k == keys[0] for k in keys), f"keys differ across ranks: {keys}"
+
+
+@pytest.mark.spec("002.collectives.group-name-normalized")
 
 
 def test_two_d_mesh_hashes_identically_although_group_names_differ(world4):
@@ -144,6 +153,9 @@ def test_sharded_decoder_program_snapshot(world2, snapshot):
     assert_mlir(snapshot, "".join(f"// graph {i} of {len(texts)}\n{t}" for i, t in enumerate(texts)))
 
 
+@pytest.mark.spec("002.collectives.channel-id-invariant")
+
+
 def test_two_d_mesh_collectives_snapshot(world4, snapshot):
     texts = scenario(world4, "collectives")[0]["texts"]
     assert_mlir(snapshot, "".join(f"// graph {i} of {len(texts)}\n{t}" for i, t in enumerate(texts)))
@@ -152,12 +164,16 @@ def test_two_d_mesh_collectives_snapshot(world4, snapshot):
 # --- one artifact for the world, and the fan-out of the MPMD twin --------------------------------
 
 @pytest.mark.parametrize("world, name", [(2, "decoder_spmd"), (4, "decoder_spmd"), (4, "collectives"), (8, "collectives")])
+@pytest.mark.spec("002.spmd.compiler-runs-once")
 def test_compiler_runs_once_per_distinct_graph_for_the_world(worlds, world, name):
     per_rank = scenario(worlds(world), name)
     distinct = {k for r in per_rank for k in r["graphs"].values()}
     assert len(distinct) == len(per_rank[0]["graphs"]) >= (2 if name == "decoder_spmd" else 1)
     invocations = [r["invocations"] for r in per_rank]
     assert sum(invocations) == len(distinct), f"compiler invocations per rank {invocations} for {len(distinct)} graph(s)"
+
+
+@pytest.mark.spec("002.mpmd.once-per-rank", "002.spmd.additive-fallback")
 
 
 def test_mpmd_twin_compiles_once_per_rank(world2):
@@ -172,10 +188,16 @@ def test_mpmd_twin_compiles_once_per_rank(world2):
         assert_close(res["decode_out"], res["decode_expected"], what=f"rank {rank}: the twin's decode step")
 
 
+@pytest.mark.spec("002.guards.warn-by-default")
+
+
 def test_mpmd_twin_warns_by_default_naming_the_constant(world2):
     for rank, res in enumerate(scenario(world2, "decoder_mpmd_default")):
         text = "\n".join(res["warnings"])
         assert "rank_id" in text and "neuron_fixtures/spmd.py" in text, f"rank {rank} warnings: {res['warnings']}"
+
+
+@pytest.mark.spec("002.guards.rank-constant-strict-raises")
 
 
 def test_mpmd_twin_fails_under_strict_naming_node_and_source_line(world2):
@@ -194,10 +216,16 @@ def _staged(per_rank: list[dict]) -> dict:
     return staged
 
 
+@pytest.mark.spec("002.guards.single-neff-check")
+
+
 def test_single_artifact_check_passes_the_spmd_world_in_both_modes(impl, world2):
     staged = _staged(scenario(world2, "decoder_spmd"))
     assert impl.spmd().check_single_artifact(staged, strict=True) == []
     assert impl.spmd().check_single_artifact(staged, strict=False) == []
+
+
+@pytest.mark.spec("002.guards.single-neff-check")
 
 
 def test_single_artifact_check_catches_the_mpmd_twin(impl, world2):
@@ -209,6 +237,9 @@ def test_single_artifact_check_catches_the_mpmd_twin(impl, world2):
         impl.spmd().check_single_artifact(staged, strict=True)
     for key in {k for hashes in staged.values() for k in hashes}:
         assert key in str(info.value)
+
+
+@pytest.mark.spec("002.rank.index-select-value-identical")
 
 
 def test_static_slice_twin_is_caught_by_the_single_artifact_check(impl, world2):
@@ -225,6 +256,7 @@ def test_static_slice_twin_is_caught_by_the_single_artifact_check(impl, world2):
 # --- the deferred flow on a sharded model --------------------------------------------------------
 
 @pytest.mark.parametrize("world", [2, 4])
+@pytest.mark.spec("002.deferred.serves-every-rank")
 def test_deferred_flow_serves_every_rank_of_the_sharded_decoder_from_the_cache(worlds, world):
     """Capture the TP + EP decoder on every rank, build the staged graphs once, then serve every
     rank with a cache miss being an error: the outputs equal the unsharded model's, and nothing
@@ -243,6 +275,9 @@ def test_deferred_flow_serves_every_rank_of_the_sharded_decoder_from_the_cache(w
         assert set(res["served_graphs"].values()) <= distinct, f"rank {rank} served a key the build did not make"
 
 
+@pytest.mark.spec("002.guards.strict-every-seam")
+
+
 def test_deferred_flow_refuses_the_mpmd_twin_under_strict(world2):
     """The same flow on the MPMD twin stages one entry per rank for each graph; the build's
     single-artifact check names them and raises under NEURON_LIBTORCH_SPMD_STRICT=1."""
@@ -252,6 +287,7 @@ def test_deferred_flow_refuses_the_mpmd_twin_under_strict(world2):
 
 @pytest.mark.parametrize("fallback", ["on", "off"])
 @pytest.mark.parametrize("strict", ["strict", "warn"])
+@pytest.mark.spec("002.guards.strict-every-seam")
 def test_deferred_build_holds_strict_whatever_the_fallback(world2, strict, fallback):
     """``parallel_compile`` over per-rank entries: under the strict flag the caller gets the
     violation itself (not a failure record, not another error type) naming the hash directories,

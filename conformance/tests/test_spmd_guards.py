@@ -35,6 +35,7 @@ def _inputs(impl):
 
 
 @pytest.mark.parametrize("strict", ["0", "1"])
+@pytest.mark.spec("002.guards.clean-compiles-silently")
 def test_spmd_clean_layer_compiles_silently_in_both_settings(impl, monkeypatch, strict):
     monkeypatch.setenv(STRICT, strict)
     x, rank = _inputs(impl)
@@ -46,6 +47,9 @@ def test_spmd_clean_layer_compiles_silently_in_both_settings(impl, monkeypatch, 
     assert not [w for w in caught if "rank" in str(w.message).lower()], [str(w.message) for w in caught]
 
 
+@pytest.mark.spec("002.guards.warn-by-default")
+
+
 def test_mpmd_twin_warns_by_default(impl, monkeypatch):
     monkeypatch.delenv(STRICT, raising=False)
     x, rank = _inputs(impl)
@@ -55,6 +59,9 @@ def test_mpmd_twin_warns_by_default(impl, monkeypatch):
     assert_close(out, layer(x), what="MPMD twin (tolerated)")
     text = "\n".join(str(w.message) for w in caught)
     assert "rank_id" in text and re.search(r"neuron_fixtures/spmd\.py:\d+", text), text
+
+
+@pytest.mark.spec("002.guards.strict-flag", "002.guards.rank-constant-strict-raises")
 
 
 def test_mpmd_twin_fails_under_strict_naming_node_and_line(impl, monkeypatch):
@@ -71,6 +78,9 @@ def test_mpmd_twin_fails_under_strict_naming_node_and_line(impl, monkeypatch):
     assert "rank_id" in text and re.search(r"neuron_fixtures/spmd\.py:\d+", text), text
 
 
+@pytest.mark.spec("002.guards.rank-constant-detects")
+
+
 def test_a_constant_without_a_rank_input_is_not_flagged(impl, monkeypatch):
     monkeypatch.setenv(STRICT, "1")
 
@@ -82,10 +92,16 @@ def test_a_constant_without_a_rank_input_is_not_flagged(impl, monkeypatch):
         assert torch.equal(impl.compile(fn)(x), fn(x))
 
 
+@pytest.mark.spec("002.guards.num-graphs-agnostic")
+
+
 def test_single_artifact_check_passes_a_model_with_many_graphs(impl):
     ranks = [0, 1, 2, 3]
     staged = {g: {f"hash-{g}": ranks} for g in ("prefill_8", "prefill_16", "decode_1", "decode_4", "vision_encoder")}
     assert impl.spmd().check_single_artifact(staged, strict=True) == []
+
+
+@pytest.mark.spec("002.guards.splinter-strict-raises")
 
 
 def test_single_artifact_check_names_the_splinters(impl):
@@ -100,6 +116,7 @@ def test_single_artifact_check_names_the_splinters(impl):
 
 @settings()
 @given(world=st.integers(1, 8), graphs=st.integers(1, 5))
+@pytest.mark.spec("002.guards.union-of-ranks")
 def test_collapsed_graphs_never_splinter(impl, world, graphs):
     staged = {f"g{i}": {f"h{i}": list(range(world))} for i in range(graphs)}
     assert impl.spmd().check_single_artifact(staged, strict=True) == []
@@ -107,6 +124,7 @@ def test_collapsed_graphs_never_splinter(impl, world, graphs):
 
 @settings()
 @given(world=st.integers(2, 8), graphs=st.integers(1, 5), split=st.data())
+@pytest.mark.spec("002.guards.union-of-ranks")
 def test_one_graph_split_over_two_directories_always_splinters(impl, world, graphs, split):
     ranks = list(range(world))
     staged = {f"g{i}": {f"h{i}": ranks} for i in range(graphs)}
@@ -141,6 +159,7 @@ def _violation_chain(impl, exc):
 
 @pytest.mark.parametrize("builder", sorted(BUILDERS))
 @pytest.mark.parametrize("strict", ["0", "1"], ids=["warn", "strict"])
+@pytest.mark.spec("002.guards.rank-constant-detects")
 def test_a_baked_rank_constant_is_caught_for_every_builder(impl, monkeypatch, builder, strict):
     monkeypatch.setenv(STRICT, strict)
     fn = BUILDERS[builder]
@@ -195,6 +214,7 @@ def _through_seam(impl, seam: str, tmp_path):
 @pytest.mark.parametrize("seam", SEAMS)
 @pytest.mark.parametrize("fallback", ["on", "off"], ids=["fallback_on", "fallback_off"])
 @pytest.mark.parametrize("strict", ["0", "1"], ids=["warn", "strict"])
+@pytest.mark.spec("002.guards.strict-every-seam")
 def test_strict_holds_at_every_seam_whatever_the_fallback(impl, monkeypatch, tmp_path, seam, fallback, strict):
     monkeypatch.setenv(STRICT, strict)
     monkeypatch.setenv(FALLBACK, "0" if fallback == "on" else "1")

@@ -1,0 +1,250 @@
+"""The seeds' statements and which of them a run met: the statement catalogue and its report.
+
+The catalogue (``conformance/spec/<seed>.toml``, one file per design document) lists every checkable
+statement of the five seeds: an id (``001.env.disable-fallback-execution``: the seed, its section,
+the statement), the seed file, a short quote, a kind, and one status:
+
+- ``tested``: tests cite it with ``@pytest.mark.spec("<id>", ...)``;
+- ``deviation``: the reference does something else on purpose; ``doc`` links the page of ``docs/``
+  that says what differs and why (tests may cite it too: they check what the reference does);
+- ``not-applicable-on-CPU``: ``reason`` says why no test on this machine can check it.
+
+A statement may also name the support-matrix row that observes it (``support = [table, row,
+status]``): it is met only when the probe observed that status, since a probe passes whatever
+status it records.
+
+:func:`problems` is the static check ``make test`` runs (a statement with neither a citing test nor
+a documented reason, a marker citing an id the catalogue lacks); :func:`coverage` and
+:func:`render` make ``spec-coverage.json`` and ``spec-coverage.md`` of one run from its test
+outcomes. Loading reads five small TOML files; nothing happens at import.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+CATALOGUE_DIR = Path(__file__).resolve().parent.parent / "spec"
+TESTED, DEVIATION, NOT_APPLICABLE = "tested", "deviation", "not-applicable-on-CPU"
+STATUSES = (TESTED, DEVIATION, NOT_APPLICABLE)
+KINDS = ("api", "parameter", "env", "field", "error", "behaviour", "level", "mode", "config", "name")
+ID = re.compile(r"^(00[0-4])\.([a-z0-9-]+)\.([a-z0-9-]+)$")
+#: a run's verdict on one statement
+MET, FAILED, SKIPPED, UNTESTED = "met", "failed", "skipped", "untested"
+VERDICTS = (MET, FAILED, SKIPPED, UNTESTED)
+_FAILING = ("failed", "error", "fell back", "xpassed", "xfailed")
+
+
+class CatalogueError(ValueError):
+    """A catalogue file that does not parse or a statement that breaks the catalogue's rules; the
+    message names the file and the statement."""
+
+
+@dataclass(frozen=True)
+class Statement:
+    id: str
+    seed: str
+    quote: str
+    kind: str
+    status: str
+    doc: str = ""
+    reason: str = ""
+    support: tuple[str, str, str] | None = None
+
+    @property
+    def seed_number(self) -> str:
+        return self.id[:3]
+
+    @property
+    def section(self) -> str:
+        return self.id.split(".")[1]
+
+
+def load(directory: Path = CATALOGUE_DIR) -> dict[str, Statement]:
+    """Every statement of the catalogue files in ``directory``, by id, in file order.
+
+    Raises :class:`CatalogueError` naming the file and the statement for a bad file, an unknown
+    status or kind, a duplicate id, an id that does not belong to its file's seed, or a deviation
+    without its ``doc`` (a not-applicable statement without its ``reason``)."""
+    out: dict[str, Statement] = {}
+    files = sorted(Path(directory).glob("*.toml"))
+    if not files:
+        raise CatalogueError(f"no statement catalogue (*.toml) in {directory}")
+    for path in files:
+        try:
+            data = tomllib.loads(path.read_text(encoding="utf-8"))
+        except tomllib.TOMLDecodeError as exc:
+            raise CatalogueError(f"{path}: not valid TOML: {exc}") from exc
+        seed = data.get("seed", "")
+        for raw in data.get("statement", []):
+            st = _statement(path, seed, raw)
+            if st.id in out:
+                raise CatalogueError(f"{path}: statement {st.id!r} is listed twice")
+            out[st.id] = st
+    return out
+
+
+def _statement(path: Path, seed: str, raw: dict) -> Statement:
+    sid = raw.get("id", "")
+    where = f"{path.name}: statement {sid!r}"
+    m = ID.match(sid)
+    if not m or not seed.startswith(m.group(1)):
+        raise CatalogueError(f"{where}: an id is '<seed>.<section>.<name>' of this file's seed ({seed or 'no seed= line'})")
+    status, kind = raw.get("status"), raw.get("kind")
+    if status not in STATUSES:
+        raise CatalogueError(f"{where}: status {status!r}; use one of {', '.join(STATUSES)}")
+    if kind not in KINDS:
+        raise CatalogueError(f"{where}: kind {kind!r}; use one of {', '.join(KINDS)}")
+    if not raw.get("quote") or len(raw["quote"]) > 200:
+        raise CatalogueError(f"{where}: give a short quote of the seed (1 to 200 characters)")
+    if status == DEVIATION and not str(raw.get("doc", "")).startswith("docs/"):
+        raise CatalogueError(f"{where}: a deviation links the page of docs/ that explains it (doc = \"docs/...\")")
+    if status == NOT_APPLICABLE and not raw.get("reason"):
+        raise CatalogueError(f"{where}: say why it is not applicable on a CPU (reason = \"...\")")
+    support = raw.get("support")
+    if support is not None and (len(support) != 3 or not all(isinstance(s, str) for s in support)):
+        raise CatalogueError(f"{where}: support is [table, row, status]")
+    return Statement(id=sid, seed=seed, quote=raw["quote"], kind=kind, status=status, doc=raw.get("doc", ""),
+                     reason=raw.get("reason", ""), support=tuple(support) if support else None)
+
+
+# --- citations, read from the test files without importing them ------------------------------------
+
+
+def citations(paths) -> dict[str, list[str]]:
+    """``{statement id: ["file::test", ...]}`` for every ``pytest.mark.spec(...)`` in the Python
+    files under ``paths`` (decorators, ``pytest.param(..., marks=...)`` and ``pytestmark``) and in a
+    module's ``<NAME>_SPEC = {...: "<id>"}`` table that parametrized marks read, found with
+    :mod:`ast`: cheap, and without importing a test module."""
+    found: dict[str, list[str]] = {}
+    for root in paths:
+        root = Path(root)
+        for path in sorted([root] if root.is_file() else root.rglob("*.py")):
+            tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+            for owner, ids in _marks(tree):
+                for sid in ids:
+                    found.setdefault(sid, []).append(f"{path.as_posix()}::{owner}")
+    return found
+
+
+def _marks(tree: ast.AST):
+    owners: dict[int, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            for inner in ast.walk(node):
+                owners.setdefault(id(inner), node.name)
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "spec"
+                and isinstance(node.func.value, ast.Attribute) and node.func.value.attr == "mark"):
+            ids = [a.value for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+            yield owners.get(id(node), "<module>"), ids
+        # a table of ids a parametrized test's marks read (``API_SPEC = {"compile": "001.api.compile"}``)
+        if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+                and node.targets[0].id.endswith("_SPEC") and isinstance(node.value, ast.Dict)):
+            yield node.targets[0].id, [v.value for v in node.value.values
+                                       if isinstance(v, ast.Constant) and isinstance(v.value, str)]
+
+
+def problems(catalogue: dict[str, Statement], cited: dict[str, list[str]]) -> list[str]:
+    """What keeps the catalogue and the tests from agreeing, one line each (empty when they do):
+    a ``tested`` statement no test cites, and a marker citing an id the catalogue lacks."""
+    out = [f"{sid}: status 'tested' but no test cites it (add @pytest.mark.spec({sid!r}) to the test that "
+           "checks it, or make it a deviation with its docs/ link or not-applicable-on-CPU with its reason)"
+           for sid, st in catalogue.items() if st.status == TESTED and not cited.get(sid)]
+    out += [f"{where}: @pytest.mark.spec cites {sid!r}, which conformance/spec/ does not list"
+            for sid, wheres in sorted(cited.items()) if sid not in catalogue for where in wheres]
+    return out
+
+
+def unknown_ids(ids, catalogue: dict[str, Statement]) -> list[str]:
+    return [sid for sid in ids if sid not in catalogue]
+
+
+# --- one run's coverage ---------------------------------------------------------------------------
+
+
+def coverage(catalogue: dict[str, Statement], tests: list[dict], support_rows: list[dict]) -> dict:
+    """The verdict on each statement for one run: ``met`` (a citing test passed, none failed, and the
+    support row, when named, observed the stated status), ``failed`` (a citing test failed, fell
+    back, errored or is a known failure, or the row observed another status), ``skipped`` (every
+    citing test was skipped: the capability is absent) or ``untested`` (no citing test ran)."""
+    by_id: dict[str, list[dict]] = {}
+    for t in tests:
+        for sid in t.get("spec", ()):
+            by_id.setdefault(sid, []).append(t)
+    rows = {(r["table"], r["row"]): r["status"] for r in support_rows}
+    statements = []
+    for sid, st in catalogue.items():
+        ran = by_id.get(sid, [])
+        outcomes = [t["outcome"] for t in ran]
+        note = ""
+        if any(o in _FAILING for o in outcomes):
+            verdict = FAILED
+            bad = next(t for t in ran if t["outcome"] in _FAILING)
+            note = f"{bad['outcome']}: {bad['id']}"
+        elif "passed" in outcomes:
+            verdict = MET
+            if st.support is not None and (st.support[0], st.support[1]) in rows:
+                observed = rows[(st.support[0], st.support[1])]
+                if observed != st.support[2]:
+                    verdict, note = FAILED, f"support row observed {observed}; the seed says {st.support[2]}"
+        elif outcomes:
+            verdict = SKIPPED
+            note = next((t.get("message", "") for t in ran if t.get("message")), "")
+        else:
+            verdict = UNTESTED
+        statements.append({"id": sid, "seed": st.seed, "section": st.section, "kind": st.kind, "quote": st.quote,
+                           "status": st.status, "doc": st.doc, "reason": st.reason, "verdict": verdict,
+                           "tests": sorted(t["id"] for t in ran), "note": " ".join(str(note).split())[:300]})
+    seeds: dict[str, dict] = {}
+    for s in statements:
+        seed = seeds.setdefault(s["seed"], {"statements": 0, **dict.fromkeys(STATUSES, 0), **dict.fromkeys(VERDICTS, 0),
+                                             "sections": {}})
+        seed["statements"] += 1
+        seed[s["status"]] += 1
+        seed[s["verdict"]] += 1
+        sec = seed["sections"].setdefault(s["section"], dict.fromkeys(VERDICTS, 0))
+        sec[s["verdict"]] += 1
+    return {"seeds": seeds, "statements": statements}
+
+
+def totals_lines(cov: dict) -> list[str]:
+    """The per-seed totals table (the first screen of ``summary.md``)."""
+    lines = ["| seed | statements | met | failed | skipped | untested | deviation | n/a on CPU |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for seed, s in sorted(cov["seeds"].items()):
+        lines.append(f"| {seed} | {s['statements']} | {s[MET]} | {s[FAILED]} | {s[SKIPPED]} | {s[UNTESTED]} | "
+                     f"{s[DEVIATION]} | {s[NOT_APPLICABLE]} |")
+    return lines
+
+
+def render(cov: dict, implementation: str, lane: str) -> str:
+    """``spec-coverage.md``: per seed the totals, then per section the verdicts, then the statements
+    that are not met with why (a failure's test, a skip's reason, a deviation's page)."""
+    lines = [f"# Spec coverage: {implementation} (lane {lane})", "",
+             "Each checkable statement of the five seeds (`conformance/spec/`), and the verdict of this run "
+             "of the tests that cite it. A deviation or a statement not applicable on a CPU is listed with "
+             "its page or reason; the tests that cite it still ran.", "", *totals_lines(cov)]
+    by_seed: dict[str, list[dict]] = {}
+    for s in cov["statements"]:
+        by_seed.setdefault(s["seed"], []).append(s)
+    for seed, items in sorted(by_seed.items()):
+        lines += ["", f"## {seed}", "", "| section | met | failed | skipped | untested |", "|---|---:|---:|---:|---:|"]
+        for name, sec in cov["seeds"][seed]["sections"].items():
+            lines.append(f"| {name} | {sec[MET]} | {sec[FAILED]} | {sec[SKIPPED]} | {sec[UNTESTED]} |")
+        lines += ["", "| statement | quote | status | verdict | why |", "|---|---|---|---|---|"]
+        for s in items:
+            why = s["note"] or (s["doc"] if s["status"] == DEVIATION else s["reason"])
+            if not why and s["verdict"] == MET:
+                why = f"{len(s['tests'])} test(s)"
+            lines.append(f"| `{s['id']}` | {_cell(s['quote'])} | {s['status']} | {s['verdict']} | {_cell(why)} |")
+    return "\n".join(lines) + "\n"
+
+
+def _cell(text: str, limit: int = 160) -> str:
+    text = " ".join(str(text).split())
+    text = text if len(text) <= limit else text[: limit - 1] + "…"
+    return text.replace("|", "\\|")
