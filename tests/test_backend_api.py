@@ -26,9 +26,9 @@ def _default_name():
     reference.set_model_name("model_default")
 
 
+
+
 @pytest.mark.spec("001.helper.set-model-name")
-
-
 def test_model_name_default_and_set():
     assert reference.get_model_name() == "model_default"
     reference.set_model_name("llama_8b")
@@ -53,9 +53,9 @@ def test_get_rank_outside_distributed_is_zero():
     assert reference.get_rank() == 0
 
 
+
+
 @pytest.mark.spec("001.env.compile-only-helper")
-
-
 def test_compile_only_sets_the_variable_for_the_block(monkeypatch):
     monkeypatch.delenv(env.COMPILE_ONLY, raising=False)
     with reference.compile_only():

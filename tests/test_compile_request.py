@@ -51,8 +51,8 @@ def test_only_core_env_reads_the_environment():
 
 # --- the request ----------------------------------------------------------------------------------
 
-@pytest.mark.spec("000.seams.before-platform-args")
 
+@pytest.mark.spec("000.seams.before-platform-args")
 def test_a_request_is_resolved_from_the_scope_the_platform_and_the_environment():
     with env.override(**{env.COMPILE_ONLY: True, env.DISABLE_FALLBACK_EXECUTION: False, env.CC_FLAGS: "--lnc 2"}):
         with scoped_compiler_args(["-O3"]):

@@ -88,9 +88,9 @@ def test_default_order():
     assert get_default_pass_manager().pass_names() == DEFAULT_ORDER
 
 
+
+
 @pytest.mark.spec("003.interface.fxpass")
-
-
 def test_each_default_pass_is_an_fxpass_with_a_version():
     for p in get_default_pass_manager().passes:
         assert isinstance(p, FXPass)
@@ -160,9 +160,9 @@ def test_a_pass_returning_no_graph_is_reported():
         manager_of(_ReturnsNone()).run_passes(fx.symbolic_trace(lambda x: x + 1), graph_name="g")
 
 
+
+
 @pytest.mark.spec("003.manager.debug-timing")
-
-
 def test_each_pass_wall_time_is_logged_at_debug(caplog):
     with caplog.at_level(logging.DEBUG, logger="reference.fx_passes"):
         get_default_pass_manager().run_passes(fx.symbolic_trace(lambda x: x * 2), graph_name="timed_graph")
@@ -181,9 +181,9 @@ def _device_fn(x):
     return z.to(x.device)
 
 
+
+
 @pytest.mark.spec("003.passes.device-rewriter")
-
-
 def test_device_rewriter_moves_foreign_device_arguments(snapshot):
     gm = fx.symbolic_trace(_device_fn)
     gm = DeviceRewriterPass().run(gm, target_device="cpu", graph_name="g")
@@ -236,9 +236,9 @@ def test_device_rewriter_names_a_device_argument_that_is_not_a_device():
         DeviceRewriterPass().run(gm, target_device="cpu", graph_name="g")
 
 
+
+
 @pytest.mark.spec("003.config.target-device")
-
-
 def test_device_rewriter_rejects_a_bad_target_device():
     with pytest.raises(FXPassError, match="target_device 'nowhere' is not a device"):
         DeviceRewriterPass().run(fx.symbolic_trace(lambda x: x + 1), target_device="nowhere", graph_name="g")
@@ -306,9 +306,9 @@ def test_inplace_pass_graph(snapshot):
     assert [n.target for n in in_place] == ["copy_"]  # only the copy back into the caller's buffer
 
 
+
+
 @pytest.mark.spec("003.passes.inplace-to-outofplace")
-
-
 def test_inplace_pass_graph_runs_like_the_original():
     x, buf = torch.randn(3, 4), torch.zeros(2, 4)
     gm, _ = dynamo_graph(_mixed_inplace, x.clone(), buf.clone())
@@ -425,9 +425,9 @@ def test_inplace_pass_handles_aten_overloads():
 # --- ordering ---------------------------------------------------------------------------------
 
 
+
+
 @pytest.mark.spec("003.default.aliasing-before-inplace")
-
-
 def test_swapping_aliasing_and_inplace_loses_the_aliasing():
     """The seed's reason: the aliasing analysis needs the in-place ops still in the graph."""
     dev, alias, inplace = DeviceRewriterPass(), AliasingOutputRewritePass(), InPlaceToOutOfPlacePass()

@@ -16,9 +16,9 @@ from reference.spmd.errors import RankConstantError
 from reference.spmd.guards import SPMDWarning
 
 
+
+
 @pytest.mark.spec("002.guards.rank-constant-pass-last")
-
-
 def test_both_are_the_last_two_default_passes():
     assert get_default_pass_manager().pass_names()[-2:] == ["CollectiveReplicaGroupsPass", "RankConstantCheckPass"]
 
@@ -68,9 +68,9 @@ def test_rank_constant_check_warns_then_raises_through_the_manager(monkeypatch):
     assert info.value.__notes__ == ["raised by FX pass 'RankConstantCheckPass' on graph 'g'"]
 
 
+
+
 @pytest.mark.spec("003.passes.collective-replica-groups")
-
-
 def test_replica_groups_pass_leaves_graphs_without_collectives_alone():
     gm = _dynamo_graph(mpmd=False)
     with warnings.catch_warnings():

@@ -21,9 +21,9 @@ def _runner(model=None, **kw):
     return NeuronModelRunner(model or PolicyVLM(HELPERS), compiler_args=BASE, **kw).load_model()
 
 
+
+
 @pytest.mark.spec("000.policy.signature", "000.policy.example-inputs-none")
-
-
 def test_policy_on_without_explicit_level():
     r = _runner()
     assert r.per_graph_compiler_args
@@ -35,9 +35,9 @@ def test_policy_on_without_explicit_level():
     assert r.resolve_graph_compiler_args(None) is None
 
 
+
+
 @pytest.mark.spec("000.precedence.explicit-level-wins")
-
-
 def test_explicit_level_wins_and_disables_the_policy():
     r = _runner(optimization_level=1)
     assert not r.per_graph_compiler_args
@@ -48,9 +48,9 @@ def test_explicit_level_wins_and_disables_the_policy():
         assert apply_scoped_compiler_args({"compiler_args": ["x"]}) == {"compiler_args": ["x"]}
 
 
+
+
 @pytest.mark.spec("000.runner.resolve-none")
-
-
 def test_model_without_policy_keeps_base():
     import torch
 
@@ -62,9 +62,9 @@ def test_model_without_policy_keeps_base():
     assert not added, f"the runner set {sorted(added)} on a user's model"
 
 
+
+
 @pytest.mark.spec("000.flow.encoder-model-scope")
-
-
 def test_model_encoder_scope_uses_stamped_base():
     r = _runner()
     with r.model._scoped_compiler_args("encoder"):
@@ -91,9 +91,9 @@ def test_graph_types_are_open_and_the_known_ones_keep_the_seeds_defaults():
     assert _runner(optimization_level=2).resolve_graph_compiler_args("vision") is None
 
 
+
+
 @pytest.mark.spec("000.runner.stamp-base-on-model")
-
-
 def test_the_runner_stamps_the_base_arguments_on_a_model_with_a_policy():
     import torch
 

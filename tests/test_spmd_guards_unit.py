@@ -53,9 +53,9 @@ class _unset:
             os.environ[self.name] = self.old
 
 
+
+
 @pytest.mark.spec("002.guards.strict-flag")
-
-
 def test_strict_flag_comes_from_the_environment(monkeypatch):
     staged = {"decode": {"a": [0], "b": [1]}}
     monkeypatch.setenv(env.SPMD_STRICT, "1")
@@ -67,9 +67,9 @@ def test_strict_flag_comes_from_the_environment(monkeypatch):
         assert len(check_single_artifact(staged)) == 2
 
 
+
+
 @pytest.mark.spec("002.guards.union-of-ranks")
-
-
 def test_union_of_ranks_is_taken_across_graphs():
     # decode alone looks collapsed, but rank 3 staged prefill: decode is missing it.
     staged = {"prefill": {"p": [0, 1, 2, 3]}, "decode": {"d": [0, 1, 2]}}

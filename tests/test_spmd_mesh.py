@@ -8,9 +8,9 @@ from reference.spmd.errors import MeshError
 from reference.spmd.mesh import MeshRegistry, validate_partition
 
 
+
+
 @pytest.mark.spec("002.collectives.full-mesh-registered")
-
-
 def test_partition_is_canonical_and_checked():
     assert validate_partition([[0, 1], [2, 3]], 4) == ((0, 1), (2, 3))
     with pytest.raises(MeshError, match="not a partition"):
@@ -21,9 +21,9 @@ def test_partition_is_canonical_and_checked():
         validate_partition([[0, 1, 2], [3]], 4)
 
 
+
+
 @pytest.mark.spec("002.collectives.full-mesh-registered")
-
-
 def test_each_rank_registers_its_own_group_name_and_gets_the_same_mesh():
     # Rank 0 sees the TP pair [0, 1] as group "1"; rank 2 sees [2, 3] as group "2".
     rank0, rank2 = MeshRegistry(), MeshRegistry()
@@ -34,9 +34,9 @@ def test_each_rank_registers_its_own_group_name_and_gets_the_same_mesh():
     assert m0.replica_groups == ((0, 1), (2, 3)) and m0.channel_id == 1
 
 
+
+
 @pytest.mark.spec("002.collectives.channel-id-invariant")
-
-
 def test_same_partition_reuses_its_channel_id_and_new_ones_get_the_next():
     reg = MeshRegistry()
     tp = reg.register([[0, 1], [2, 3]], ["1"])

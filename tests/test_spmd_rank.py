@@ -19,9 +19,9 @@ def test_ep_and_tp_rank_match_the_python_layout(ep, tp):
         assert rid.shape == (1, 1) and rid.dtype == torch.int32 and int(rid) == (r % (ep * tp)) // tp
 
 
+
+
 @pytest.mark.spec("002.rank.runtime-tensor")
-
-
 def test_rank_tensor_is_a_0d_int64_tensor():
     t = rank_tensor(3)
     assert t.shape == () and t.dtype == torch.int64 and int(t) == 3
@@ -37,9 +37,9 @@ def test_index_select_shard_equals_the_static_slice(r):
     assert torch.equal(select_shard(x, 1, rank_tensor(r), shard), x[:, r * shard:(r + 1) * shard])
 
 
+
+
 @pytest.mark.spec("002.spmd.additive-fallback", "002.rank.runtime-tensor")
-
-
 def test_runner_threads_the_rank_tensor_into_forward():
     """The runner passes this process's rank (0 here) as a tensor to a model whose forward takes
     ``rank``; the layer was built for rank 1, so the baked path (rank=None) would differ."""

@@ -210,9 +210,9 @@ def test_values_stay_paired_with_their_flags(impl, hlos, specs, data):
     _differ(impl, _case(hlos[0], first, specs), _case(hlos[0], second, specs), what)
 
 
+
+
 @pytest.mark.spec("001.env.target-override")
-
-
 def test_the_target_changes_the_key(impl, hlos):
     specs = [("float32", (4, 32), (32, 1))]
     keys = {impl.cache().hash(hlos[0], ["--target", t], specs) for t in ("trn1", "inf2", "trn2", "trn3")}
@@ -304,9 +304,9 @@ def _batch(hlos) -> list[dict]:
     return cases
 
 
+
+
 @pytest.mark.spec("001.cache.reused-across-runs")
-
-
 def test_keys_are_identical_across_fresh_processes_seeds_directories_and_ranks(impl, hlos, pytestconfig, tmp_path):
     spec = pytestconfig.stash[SUITE].spec
     cases = _batch(hlos)

@@ -154,9 +154,9 @@ def _holding(impl, root, pid):
 RACERS = 8
 
 
+
+
 @pytest.mark.spec("001.cache.local-cache-dir")
-
-
 def test_eight_processes_on_one_key_compile_once(impl, pytestconfig, tmp_path, expected):
     spec = _spec(pytestconfig)
     root = tmp_path / "cache"
@@ -229,9 +229,9 @@ def test_sigkill_mid_compile_never_leaves_a_loadable_partial_entry(impl, pytestc
 # --- a lock wait shorter than the compile ---------------------------------------------------------
 
 
+
+
 @pytest.mark.spec("001.cache.lock-timeout")
-
-
 def test_a_lock_wait_shorter_than_the_compile_raises_the_timeout_error(impl, pytestconfig, tmp_path, expected):
     spec = _spec(pytestconfig)
     for attempt in range(3):
@@ -307,9 +307,9 @@ def test_a_damaged_entry_is_never_executed_and_is_recompiled(impl, pytestconfig,
     _check_outputs(again, expected, "the run after the recompile")
 
 
+
+
 @pytest.mark.spec("001.cache.content-addressed", "001.cache.neff-cache-dir")
-
-
 def test_an_undamaged_moved_cache_still_hits(impl, pytestconfig, tmp_path, warm_cache, expected):
     src, key = warm_cache
     root = tmp_path / "elsewhere" / "cache"
@@ -369,9 +369,9 @@ def test_an_unwritable_cache_dir_compiles_without_caching_or_fails_clearly(impl,
         assert str(neff) in result["error"]["message"], f"the error does not name the directory: {result['error']}"
 
 
+
+
 @pytest.mark.spec("001.cache.local-cache-dir")
-
-
 def test_a_read_only_warm_cache_still_serves_hits(impl, pytestconfig, tmp_path, expected):
     """A process fills an artifact cache placed in its own directory (``cache_env(neff_dir=)``, the
     adapter's documented switch, whatever the layout inside); made read-only, the directory still

@@ -39,9 +39,9 @@ def cold_then_warm(impl, pytestconfig, tmp_path_factory, expected):
     return root, cold, warm
 
 
+
+
 @pytest.mark.spec("001.cache.reused-across-runs", "001.cache.neff-cache-dir", "001.cache.three-layers")
-
-
 def test_a_fresh_process_on_a_warm_cache_does_not_compile(cold_then_warm, expected):
     _, cold, warm = cold_then_warm
     _check_outputs(cold, expected, "cold process")
@@ -51,9 +51,9 @@ def test_a_fresh_process_on_a_warm_cache_does_not_compile(cold_then_warm, expect
     assert warm["outputs"] == cold["outputs"]
 
 
+
+
 @pytest.mark.spec("001.cache.hlo-cache-dir", "001.cache.three-layers")
-
-
 def test_a_fresh_process_on_a_warm_hlo_cache_does_not_lower(cold_then_warm):
     _, cold, warm = cold_then_warm
     if warm.get("lowerings") is None:
@@ -62,9 +62,9 @@ def test_a_fresh_process_on_a_warm_hlo_cache_does_not_lower(cold_then_warm):
     assert warm["lowerings"] == 0, "the warm process lowered again: the HLO cache was not hit"
 
 
+
+
 @pytest.mark.spec("001.cache.disable-cache")
-
-
 def test_disabled_cache_compiles_every_time_and_writes_nothing(impl, pytestconfig, tmp_path, expected):
     root = tmp_path / "cache"
     env = impl.cache().env(str(root), disable=True)
@@ -76,9 +76,9 @@ def test_disabled_cache_compiles_every_time_and_writes_nothing(impl, pytestconfi
     assert written == [], f"files written with the cache disabled: {written[:5]}"
 
 
+
+
 @pytest.mark.spec("000.stability.assert-cache-hit")
-
-
 def test_assert_cache_hit_names_the_graph_key_on_a_miss(impl, pytestconfig, tmp_path):
     root = tmp_path / "cache"
     result = Child(_spec(pytestconfig), impl.cache().env(str(root), assert_hit=True), tmp_path / "miss.json").result()

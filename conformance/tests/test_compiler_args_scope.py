@@ -26,17 +26,17 @@ def _scoped(impl):
     return impl.compiler_args().apply_scoped_compiler_args(OPTS)["compiler_args"]
 
 
+
+
 @pytest.mark.spec("000.scope.apply-without-scope")
-
-
 def test_no_scope_leaves_options_unchanged(impl):
     assert impl.compiler_args().apply_scoped_compiler_args(OPTS) == OPTS
     assert impl.compiler_args().apply_scoped_compiler_args(None) in ({}, None)
 
 
+
+
 @pytest.mark.spec("000.scope.context-manager", "000.scope.apply-replaces")
-
-
 def test_scope_replaces_compiler_args_and_keeps_other_options(impl):
     with impl.compiler_args().scoped_compiler_args(["-O3", "--target", "trn2"]):
         got = impl.compiler_args().apply_scoped_compiler_args(OPTS)
@@ -45,17 +45,17 @@ def test_scope_replaces_compiler_args_and_keeps_other_options(impl):
     assert OPTS["compiler_args"] == ["--target", "trn2"], "the caller's options were modified"
 
 
+
+
 @pytest.mark.spec("000.scope.none-is-no-override")
-
-
 def test_none_scope_is_no_override(impl):
     with impl.compiler_args().scoped_compiler_args(None):
         assert _scoped(impl) == ["--target", "trn2"]
 
 
+
+
 @pytest.mark.spec("000.scope.restored-on-exit")
-
-
 def test_nested_scopes_restore_the_outer_value(impl):
     with impl.compiler_args().scoped_compiler_args(["-O2"]):
         with impl.compiler_args().scoped_compiler_args(["-O3"]):
@@ -67,9 +67,9 @@ def test_nested_scopes_restore_the_outer_value(impl):
     assert _scoped(impl) == ["--target", "trn2"]
 
 
+
+
 @pytest.mark.spec("000.scope.restored-on-exit")
-
-
 def test_an_exception_inside_restores_the_scope(impl):
     with impl.compiler_args().scoped_compiler_args(["-O2"]):
         with pytest.raises(RuntimeError):
@@ -79,9 +79,9 @@ def test_an_exception_inside_restores_the_scope(impl):
     assert _scoped(impl) == ["--target", "trn2"]
 
 
+
+
 @pytest.mark.spec("000.scope.context-manager")
-
-
 def test_threads_do_not_see_each_others_scopes(impl):
     barrier = threading.Barrier(2, timeout=30)
     seen: dict[str, list] = {}
@@ -102,9 +102,9 @@ def test_threads_do_not_see_each_others_scopes(impl):
     assert seen == {"a": ["-O2"], "b": ["-O3"]}
 
 
+
+
 @pytest.mark.spec("000.scope.context-manager")
-
-
 def test_asyncio_tasks_do_not_see_each_others_scopes(impl):
     async def task(args, rounds):
         out = []
@@ -173,9 +173,9 @@ def test_level_helper_composes(impl, args, a, b):
     assert impl.compiler_args().with_optimization_level(impl.compiler_args().with_optimization_level(args, a), b) == impl.compiler_args().with_optimization_level(args, b)
 
 
+
+
 @pytest.mark.spec("000.helper.with-optimization-level")
-
-
 def test_level_helper_keeps_unrelated_items_verbatim(impl):
     assert impl.compiler_args().with_optimization_level(["--target", "trn2", "-O1", "--auto-cast", "all"], 3) == [
         "--target", "trn2", "-O3", "--auto-cast", "all"]
@@ -199,9 +199,9 @@ def test_malformed_level_already_in_the_list_is_refused(impl):
 # --- bad policy input, named by graph type ----------------------------------------------------------
 
 
+
+
 @pytest.mark.spec("000.scope.concrete-list-only")
-
-
 def test_policy_returning_a_string_names_the_graph_type(impl):
     runner = impl.compiler_args().policy_runner(policy="returns_string", compiler_args=["--target", "trn2"])
     with pytest.raises(Exception) as info:
@@ -227,9 +227,9 @@ def test_a_graph_type_that_is_not_one_is_refused_naming_it(impl, bad):
         assert repr(bad) in str(info.value)
 
 
+
+
 @pytest.mark.spec("000.policy.add-or-remove-flags", "000.sites.jump-forward")
-
-
 def test_a_graph_type_of_the_models_own_reaches_its_policy(impl):
     """A type the runner has no site of its own for ("vision") is resolved by the model's policy
     like any other: the fixture policy gives such a type the base arguments."""

@@ -99,9 +99,9 @@ def test_sharded_decoder_output_equals_unsharded(worlds, world):
         assert_close(res["k_caches"], res["expected_k_caches"], what=f"rank {rank} of {world}: its KV-cache shard")
 
 
+
+
 @pytest.mark.spec("002.rank.vocab-start")
-
-
 def test_each_parallel_layer_equals_its_dense_layer(world2):
     for rank, res in enumerate(scenario(world2, "layers")):
         for layer, r in res["layers"].items():
@@ -129,9 +129,9 @@ def test_every_rank_traces_identical_text_and_key(worlds, world, name):
     assert all(k == keys[0] for k in keys), f"keys differ across ranks: {keys}"
 
 
+
+
 @pytest.mark.spec("002.collectives.group-name-normalized")
-
-
 def test_two_d_mesh_hashes_identically_although_group_names_differ(world4):
     per_rank = scenario(world4, "collectives")
     names = [r["group_name"] for r in per_rank]
@@ -153,9 +153,9 @@ def test_sharded_decoder_program_snapshot(world2, snapshot):
     assert_mlir(snapshot, "".join(f"// graph {i} of {len(texts)}\n{t}" for i, t in enumerate(texts)))
 
 
+
+
 @pytest.mark.spec("002.collectives.channel-id-invariant")
-
-
 def test_two_d_mesh_collectives_snapshot(world4, snapshot):
     texts = scenario(world4, "collectives")[0]["texts"]
     assert_mlir(snapshot, "".join(f"// graph {i} of {len(texts)}\n{t}" for i, t in enumerate(texts)))
@@ -173,9 +173,9 @@ def test_compiler_runs_once_per_distinct_graph_for_the_world(worlds, world, name
     assert sum(invocations) == len(distinct), f"compiler invocations per rank {invocations} for {len(distinct)} graph(s)"
 
 
+
+
 @pytest.mark.spec("002.mpmd.once-per-rank", "002.spmd.additive-fallback")
-
-
 def test_mpmd_twin_compiles_once_per_rank(world2):
     per_rank = scenario(world2, "decoder_mpmd_default")
     graphs = len(per_rank[0]["graphs"])
@@ -188,18 +188,18 @@ def test_mpmd_twin_compiles_once_per_rank(world2):
         assert_close(res["decode_out"], res["decode_expected"], what=f"rank {rank}: the twin's decode step")
 
 
+
+
 @pytest.mark.spec("002.guards.warn-by-default")
-
-
 def test_mpmd_twin_warns_by_default_naming_the_constant(world2):
     for rank, res in enumerate(scenario(world2, "decoder_mpmd_default")):
         text = "\n".join(res["warnings"])
         assert "rank_id" in text and "neuron_fixtures/spmd.py" in text, f"rank {rank} warnings: {res['warnings']}"
 
 
+
+
 @pytest.mark.spec("002.guards.rank-constant-strict-raises")
-
-
 def test_mpmd_twin_fails_under_strict_naming_node_and_source_line(world2):
     for rank, res in enumerate(scenario(world2, "decoder_mpmd_strict")):
         assert res["raised"], f"rank {rank}: the twin compiled under NEURON_LIBTORCH_SPMD_STRICT=1"
@@ -216,18 +216,18 @@ def _staged(per_rank: list[dict]) -> dict:
     return staged
 
 
+
+
 @pytest.mark.spec("002.guards.single-neff-check")
-
-
 def test_single_artifact_check_passes_the_spmd_world_in_both_modes(impl, world2):
     staged = _staged(scenario(world2, "decoder_spmd"))
     assert impl.spmd().check_single_artifact(staged, strict=True) == []
     assert impl.spmd().check_single_artifact(staged, strict=False) == []
 
 
+
+
 @pytest.mark.spec("002.guards.single-neff-check")
-
-
 def test_single_artifact_check_catches_the_mpmd_twin(impl, world2):
     staged = _staged(scenario(world2, "decoder_mpmd_default"))
     with pytest.warns(UserWarning):
@@ -239,9 +239,9 @@ def test_single_artifact_check_catches_the_mpmd_twin(impl, world2):
         assert key in str(info.value)
 
 
+
+
 @pytest.mark.spec("002.rank.index-select-value-identical")
-
-
 def test_static_slice_twin_is_caught_by_the_single_artifact_check(impl, world2):
     """A rank-offset slice bakes no constant tensor (the graph check stays quiet) but still
     gives each rank its own graph: the two guard rails are complementary."""
@@ -275,9 +275,9 @@ def test_deferred_flow_serves_every_rank_of_the_sharded_decoder_from_the_cache(w
         assert set(res["served_graphs"].values()) <= distinct, f"rank {rank} served a key the build did not make"
 
 
+
+
 @pytest.mark.spec("002.guards.strict-every-seam")
-
-
 def test_deferred_flow_refuses_the_mpmd_twin_under_strict(world2):
     """The same flow on the MPMD twin stages one entry per rank for each graph; the build's
     single-artifact check names them and raises under NEURON_LIBTORCH_SPMD_STRICT=1."""
