@@ -128,6 +128,39 @@ _RUNTIME = _Runtime()
 _LOADED: "weakref.WeakSet[LoadedArtifact]" = weakref.WeakSet()
 
 
+class _ExecutionFaults:
+    """Calls that are to fail on request (:func:`fail_next_execution`), so that what a caller sees
+    on an execution failure (``NEFFExecutionError``, or the fallback) can be tested: the armed call
+    hands the IREE runtime an argument list without the program's inputs, and the runtime's own
+    error is what fails it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._armed = 0
+
+    def arm(self, calls: int) -> None:
+        if not isinstance(calls, int) or calls < 1:
+            raise ValueError(f"fail_next_execution(calls={calls!r}): give a positive number of calls")
+        with self._lock:
+            self._armed += calls
+
+    def take(self) -> bool:
+        with self._lock:
+            if not self._armed:
+                return False
+            self._armed -= 1
+            return True
+
+
+_FAULTS = _ExecutionFaults()
+
+
+def fail_next_execution(calls: int = 1) -> None:
+    """Make the next ``calls`` executions of any loaded artifact in this process fail in the
+    runtime, raising :class:`~reference.core.errors.NEFFExecutionError` naming the graph."""
+    _FAULTS.arm(calls)
+
+
 def _private(t: torch.Tensor) -> torch.Tensor:
     """A copy of ``t`` in the form the artifact takes, sharing no memory with the caller."""
     moved = _importable(t)
@@ -304,6 +337,8 @@ class LoadedArtifact:
 
     def _invoke(self, arg_list):
         ret_list = self._list(max(1, len(self.output_specs)))
+        if _FAULTS.take():
+            arg_list = self._list(0)  # a failure on request: the runtime refuses a call without its inputs
         try:
             self._vm_ctx.invoke(self._vm_fn, arg_list, ret_list)
         except Exception as exc:

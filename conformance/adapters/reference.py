@@ -81,10 +81,9 @@ SEED_SUPPORT: dict[str, dict[str, str]] = {
     "helper_api": {
         **dict.fromkeys(
             ["set_model_name()", "get_model_name()", "get_rank()", "get_dynamo_metrics()", "reset_dynamo_metrics()",
-             "NEFFCompilationError"],
+             "NEFFCompilationError", "NEFFExecutionError"],
             _S,
         ),
-        "NEFFExecutionError": _P,
     },
 }
 
@@ -131,6 +130,11 @@ class _Backend(BackendCapability):
 
     def debug_artifact_globs(self) -> Mapping[str, str]:
         return {"fx_graph": "*/fx_graph.py", "stablehlo": "*/stablehlo.mlir", "artifact": "*/artifact.vmfb"}
+
+    def fail_next_execution(self) -> None:
+        from reference.runtime import fail_next_execution
+
+        fail_next_execution()
 
     def unsupported_compiler_apis(self) -> Mapping[str, str]:
         return {

@@ -124,6 +124,12 @@ class BackendCapability(abc.ABC):
         directory, of the files one compile leaves there (``{}``: writes none)."""
         raise _not_supported("debug artifacts")
 
+    def fail_next_execution(self) -> None:
+        """Make the next execution of a compiled graph in this process fail at run time, as a
+        device fault would (the graph compiled and loaded; its call fails), so the suite can check
+        what a caller sees on an execution failure (``NEFFExecutionError``, or the fallback)."""
+        raise _not_supported("making an execution fail on request")
+
     def unsupported_compiler_apis(self) -> Mapping[str, str]:
         """``torch.compiler`` APIs the implementation declares unsupported, with the reason."""
         return {}

@@ -181,6 +181,34 @@ def test_fallback_is_off_by_default_and_zero_turns_it_on(impl, monkeypatch):
     assert any("eager" in str(w.message) for w in caught)
 
 
+@pytest.mark.spec("001.env.fallback-off-execution-failure", "001.helper.neff-execution-error")
+def test_an_execution_failure_reaches_the_caller_as_neff_execution_error_by_default(impl, monkeypatch):
+    api = helper_api(impl, "NEFFExecutionError")
+    monkeypatch.delenv("TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION", raising=False)
+    x = torch.randn(4, 8)
+    compiled = impl.backend().torch_compile(_fn)
+    assert_close(compiled(x), _fn(x))  # compiled, loaded and run: what fails next is the execution
+    impl.backend().fail_next_execution()
+    with pytest.raises(api.NEFFExecutionError):
+        compiled(x)
+    assert_close(compiled(x), _fn(x))  # one failed call; the graph was not dropped
+
+
+@pytest.mark.spec("001.env.fallback-on-runs-original")
+def test_with_fallback_on_an_execution_failure_runs_the_original_graph_with_a_warning(impl, monkeypatch):
+    monkeypatch.setenv("TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION", "0")
+    x = torch.randn(4, 8)
+    compiled = impl.backend().torch_compile(_fn)
+    assert_close(compiled(x), _fn(x))
+    impl.backend().fail_next_execution()
+    with warnings.catch_warnings(record=True) as caught, impl.evidence() as ev:
+        warnings.simplefilter("always")
+        assert_close(compiled(x), _fn(x))
+    assert any("eager" in str(w.message) for w in caught), [str(w.message) for w in caught]
+    fallbacks = ev.refresh().fallbacks
+    assert not fallbacks or any("execution" in f["reason"] for f in fallbacks), fallbacks
+
+
 # --- graph-break thresholds at the boundary itself -----------------------------------------------------
 
 SMALL_LIMIT = 8  # a small threshold, so the graphs at the boundary stay small

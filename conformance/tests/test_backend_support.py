@@ -1023,7 +1023,21 @@ def test_neff_compilation_error(impl, support, monkeypatch):
 
 @support_marker("helper_api", "NEFFExecutionError")
 @pytest.mark.spec("001.helper.neff-execution-error")
-def test_neff_execution_error(impl, support):
+def test_neff_execution_error(impl, support, monkeypatch):
     api = _helper(impl, "NEFFExecutionError")
     assert issubclass(api.NEFFExecutionError, Exception)
-    support.record(PARTIAL, "Exported and a subclass of Exception; the probe cannot make an execution fail.")
+    monkeypatch.delenv("TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION", raising=False)
+    compiled, x = impl.backend().torch_compile(_fn), _x()
+    _runs(compiled, x=x)  # compiled, loaded and run once
+    try:
+        impl.backend().fail_next_execution()
+    except NotSupported:
+        support.record(PARTIAL, "Exported and a subclass of Exception; the adapter cannot make an execution fail "
+                       "(fail_next_execution), so the probe cannot see it raised.")
+        return
+    try:
+        compiled(x)
+        support.record(PARTIAL, "Exported, but an execution that failed did not raise it.")
+    except api.NEFFExecutionError as exc:
+        support.record(SUPPORTED, f"Raised when an execution fails ({type(exc).__name__}, through torch.compile, "
+                       "fallback off); subclass of Exception.")
