@@ -17,7 +17,7 @@ import torch
 import torch.distributed as dist
 
 from conformance.harness import env
-from conformance.harness.implementation import Implementation, NotSupported, load_implementation
+from conformance.harness.implementation import Implementation, NotSupported, helper_api, load_implementation
 
 STRICT_VAR = "NEURON_LIBTORCH_SPMD_STRICT"
 
@@ -123,6 +123,7 @@ def collectives(impl, rank, world):
 
     before = impl.spmd().compile_stats()
     expected = fn(x, r)
+    helper = _helper_metrics(impl, before=True)
     out = impl.compile(fn)(x, r)
     after = impl.spmd().compile_stats()
     return {
@@ -132,7 +133,23 @@ def collectives(impl, rank, world):
         "invocations": after["compiler_invocations"] - before["compiler_invocations"],
         "texts": impl.spmd().lower(fn, (x, r)),
         "group_name": getattr(group, "group_name", None),
+        "helper": helper or _helper_metrics(impl),
     }
+
+
+def _helper_metrics(impl: Implementation, *, before: bool = False) -> dict[str, Any] | None:
+    """What the helper API says in this rank: ``get_rank()`` and, after the compile, each metrics
+    record's ``has_collectives`` (``{"skip": reason}`` without the helper API). ``before``: reset
+    the records so that only the collective graph's are read."""
+    try:
+        api = helper_api(impl, "get_rank", "get_dynamo_metrics", "reset_dynamo_metrics")
+    except NotSupported as exc:
+        return {"skip": str(exc)}
+    if before:
+        api.reset_dynamo_metrics()
+        return None
+    return {"get_rank": api.get_rank(),
+            "records": [{"graph_name": m.graph_name, "has_collectives": m.has_collectives} for m in api.get_dynamo_metrics()]}
 
 
 def layers(impl, rank, world):

@@ -115,6 +115,25 @@ def test_all_four_collectives_equal_eager(worlds, world):
         assert_close(list(res["out"]), list(res["expected"]), what=f"rank {rank} of {world}: collectives")
 
 
+def _helper(res: dict) -> dict:
+    if "skip" in res["helper"]:
+        raise NotSupported(res["helper"]["skip"])
+    return res["helper"]
+
+
+@pytest.mark.spec("001.helper.get-rank-distributed")
+def test_get_rank_is_the_distributed_rank_in_every_rank_of_a_world(world2):
+    assert [_helper(res)["get_rank"] for res in scenario(world2, "collectives")] == [0, 1]
+
+
+@pytest.mark.spec("001.metrics.has-collectives")
+def test_a_collective_graphs_metrics_record_says_it_has_collectives(world2):
+    for rank, res in enumerate(scenario(world2, "collectives")):
+        records = _helper(res)["records"]
+        assert records, f"rank {rank}: no metrics record for the collective graph"
+        assert all(r["has_collectives"] is True for r in records), f"rank {rank}: {records}"
+
+
 # --- rank invariance -----------------------------------------------------------------------------
 
 @pytest.mark.parametrize("world, name", [(2, "decoder_spmd"), (4, "decoder_spmd"), (2, "collectives"), (4, "collectives"), (8, "collectives")])
