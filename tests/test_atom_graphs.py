@@ -172,23 +172,30 @@ def test_an_eager_region_inside_a_launch_makes_it_replay_live_under_tr_hybrid():
 
 
 class _NoCopyRecording(recorder.CPURecording):
-    """A broken recorder: replays without copying the live inputs in."""
+    """A recorder that replays without copying live inputs in (its callers must stage them)."""
 
     def _copy_inputs(self, live_inputs):
         pass
 
 
-def test_a_recorder_that_does_not_copy_inputs_in_fails_the_replay_contract(cache, monkeypatch):
-    model = _model()
-    good = G.make_runner(ATOM, model, FULL, sizes=(2, 4), cache=cache)
-    good.capture_cudagraph()
-    assert G.replay_mismatches(ATOM, model, good, cache, range(1, 5), atol=ATOL) == {}
-
+@pytest.mark.parametrize("mode", [FULL, TR], ids=["FULL", "TR_HYBRID"])
+def test_the_runner_writes_each_replayed_step_padding_included_into_the_buffers_the_recording_reads(cache, monkeypatch, mode):
+    # The runner owns the step's buffers: it writes the step there itself, so a replay is right even
+    # with a recorder that copies nothing in, and padding rows and requests hold padding values.
     monkeypatch.setattr(region_graph, "new_recording", lambda device, **kw: _NoCopyRecording(**kw))
-    stale = G.make_runner(ATOM, model, FULL, sizes=(2, 4), cache=cache)
-    stale.capture_cudagraph()
-    bad = G.replay_mismatches(ATOM, model, stale, cache, range(1, 5), atol=ATOL)
-    assert sorted(bad) == [1, 2, 3, 4]  # every step read the capture's inputs
+    model = _model()
+    runner = G.make_runner(ATOM, model, mode, sizes=(2, 4), cache=cache)
+    runner.capture_cudagraph()
+    fv = runner.forward_vars
+    fv["input_ids"].fill_(7), fv["positions"].fill_(7), fv["context_lens"].fill_(7)  # stale values
+    assert G.replay_mismatches(ATOM, model, runner, cache, [3], atol=ATOL) == {}
+    ids, pos, lens = G.decode_step(3, seed=103)
+    assert fv["input_ids"][:4].tolist() == ids.tolist() + [0]
+    assert fv["positions"][:4].tolist() == pos.tolist() + [0]
+    assert fv["context_lens"][:4].tolist() == lens.tolist() + [0]
+    assert runner.last_step == model_runner.StepReport(
+        path="token_graph" if mode is TR else "req_graph", batch_size=3, rows=3, is_prefill=False, bucket=4, padded_rows=1
+    )
 
 
 # --- region graphs -----------------------------------------------------------------------------
@@ -223,6 +230,33 @@ def test_the_pool_is_the_largest_recording_not_the_sum(cache):
     assert base <= small.data_ptr() < base + pool.nbytes
     # Interleaved replays of different buckets stay correct (each output consumed before the next).
     assert G.replay_mismatches(ATOM, model, runner, cache, [8, 2, 7, 1, 4], atol=ATOL) == {}
+
+
+def test_the_pool_outlives_its_recordings_a_second_runner_and_a_second_model_capture_and_replay(cache):
+    # The CPU twin of the CUDA pool's lifetime rule: the pool, not its recordings, owns its memory,
+    # so dropping every graph of one runner leaves it usable; a second capture on the same model
+    # records its own token graphs (the first runner's read the first runner's buffers).
+    import gc
+
+    pool = region_graph.graph_pool()
+    first_model = _model()
+    first = G.make_runner(ATOM, first_model, TR, sizes=(2, 4), cache=cache)
+    first.capture_cudagraph()
+    storage = pool.storage(0)
+    old = region_graph.token_graph_of(first_model.model).recordings()
+    del first
+    gc.collect()
+    again = G.make_runner(ATOM, first_model, TR, sizes=(2, 4), cache=cache)
+    again.capture_cudagraph()
+    assert not set(map(id, old)) & set(map(id, region_graph.token_graph_of(first_model.model).recordings()))
+    torch._dynamo.reset()
+    other_model = _model()
+    other = G.make_runner(ATOM, other_model, FULL, sizes=(2, 4), cache=cache)
+    other.capture_cudagraph()
+    assert pool.storage(0) is storage
+    for bs in (1, 3, 4, 2):  # the two models interleaved, each output consumed before the next replay
+        assert G.replay_mismatches(ATOM, first_model, again, cache, [bs], atol=ATOL) == {}
+        assert G.replay_mismatches(ATOM, other_model, other, cache, [bs], atol=ATOL) == {}
 
 
 @pytest.mark.parametrize("per_phase", [False, True])

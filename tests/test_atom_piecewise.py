@@ -105,6 +105,24 @@ def test_registering_again_is_a_no_op_and_a_taken_name_is_an_error():
         atom.direct_register_custom_op("bad-name", _scale_rows, namespace="atom_unit")
 
 
+
+def test_a_default_registration_has_a_cuda_kernel_and_a_cpu_kernel_and_an_explicit_key_only_that_one():
+    # Asked of the dispatcher, so it holds on a CPU-only build: a model written as the design writes
+    # one (no dispatch_key) runs on the GPU it was written for, and here on the CPU.
+    from reference.core.torch_compat import dispatch_has_kernel_for_key
+
+    def _double(x: torch.Tensor) -> torch.Tensor:
+        return x * 2
+
+    def _triple(x: torch.Tensor) -> torch.Tensor:
+        return x * 3
+
+    default = atom.direct_register_custom_op("unit_double", _double, namespace="atom_unit").replace(".", "::")
+    explicit = atom.direct_register_custom_op("unit_triple", _triple, namespace="atom_unit", dispatch_key="CPU").replace(".", "::")
+    assert [dispatch_has_kernel_for_key(default, key) for key in ("CUDA", "CPU", "XPU")] == [True, True, False]
+    assert [dispatch_has_kernel_for_key(explicit, key) for key in ("CUDA", "CPU")] == [False, True]
+    assert torch.ops.atom_unit.unit_double(torch.ones(2)).tolist() == [2.0, 2.0]
+
 @pytest.mark.parametrize("layers", [1, 2, 3])
 def test_split_graph_gives_2L_plus_1_pieces_that_stitch_back_to_the_graph(layers):
     graphs = []

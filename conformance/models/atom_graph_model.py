@@ -342,3 +342,152 @@ def dp_rank_main(atom_module: str, rank: int, counts: list, init_file: str, out_
             json.dump({"group": group, "rows": rows, "diff": diff}, f)
     finally:
         dist.destroy_process_group()
+
+
+# --- the production-shaped decoder (every cell of the runner matrix) -----------------------------
+
+#: The production decoder's two attention ops, both splitting ops of level 3 that write their result
+#: into an output buffer the piece before them allocated (``mutates_args=["output"]``) and read the
+#: KV cache and metadata from the forward context by layer name. ``LIVE_OP`` is declared an eager
+#: region (a token graph breaks there and runs it live); ``INLINE_OP`` is not, so every graph mode
+#: records it inline, and it is right only if the step's metadata is where it was recorded reading.
+LIVE_OP, INLINE_OP = "prod_attention_live", "prod_attention_inline"
+PROD_LAYERS = 2
+_PROD_OPS: dict[Any, tuple[tuple[str, str], list]] = {}
+
+
+def register_production_attention(atom: AtomCapability) -> tuple[tuple[str, str], list]:
+    """Register the production decoder's attention ops once per process and ATOM module, with the
+    default dispatch key (the design's: the op must run on the device the model runs on). Returns
+    their ``"namespace.op"`` names and the list every call appends ``(layer, rows, max_seqlen_k)`` to."""
+    known = _PROD_OPS.get(atom.direct_register_custom_op)
+    if known is not None:
+        return known
+    head_dim = DIM // HEADS
+    calls: list[tuple[str, int, int]] = []
+
+    def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, output: torch.Tensor, layer_name: str) -> None:
+        # Request i owns rows cu[i]:cu[i+1] and cache slot block_tables[i] (i without a table);
+        # its first context_lens[i] cached entries are valid, and each new row sees its request's
+        # new rows up to itself. The result goes into ``output`` in place; nothing is returned.
+        fc = atom.get_forward_context()
+        md, kv = fc.attn_metadata, fc.kv_cache_data[layer_name]
+        span, rows = md.max_seqlen_k, q.shape[0]
+        calls.append((layer_name, rows, span))
+        if fc.context is not None and not fc.context.is_prefill:
+            cu = list(range(0, rows + 1, md.max_seqlen_q))  # no host read of a device tensor
+        elif md.cu_seqlens_q is not None:
+            cu = md.cu_seqlens_q.tolist()
+        else:
+            cu = list(range(rows + 1))
+        cached = torch.arange(span, device=q.device)
+        for i in range(len(cu) - 1):
+            s, e = cu[i], cu[i + 1]
+            if e <= s:
+                continue
+            n = e - s
+            slot = md.block_tables[i] if md.block_tables is not None else i
+            keys = torch.cat([kv.k_cache[slot, :span], k[s:e]])
+            vals = torch.cat([kv.v_cache[slot, :span], v[s:e]])
+            new = torch.arange(n, device=q.device)
+            valid = torch.cat([(cached < md.context_lens[i]).expand(n, span), new[None, :] <= new[:, None]], dim=1)
+            scores = torch.einsum("nhd,lhd->nhl", q[s:e], keys) * head_dim**-0.5
+            scores = scores.masked_fill(~valid[:, None, :], float("-inf"))
+            output[s:e] = torch.einsum("nhl,lhd->nhd", scores.softmax(-1), vals)
+
+    def live_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, output: torch.Tensor, layer_name: str) -> None:
+        attend(q, k, v, output, layer_name)
+
+    def inline_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, output: torch.Tensor, layer_name: str) -> None:
+        attend(q, k, v, output, layer_name)
+
+    def fake(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, output: torch.Tensor, layer_name: str) -> None:
+        return None
+
+    live = atom.direct_register_custom_op(LIVE_OP, atom.eager_region(live_attention), mutates_args=["output"], fake_impl=fake)
+    inline = atom.direct_register_custom_op(INLINE_OP, inline_attention, mutates_args=["output"], fake_impl=fake)
+    _PROD_OPS[atom.direct_register_custom_op] = ((live, inline), calls)
+    return (live, inline), calls
+
+
+def production_config(
+    atom: AtomCapability, level: int, mode: Any, *, use_inductor: bool = True, sizes: Any = (1, 2, 4), cache_dir: str = "", **cc: Any
+) -> Any:
+    """A ``Config`` at ``level`` with ``mode`` whose splitting ops are the production attention ops."""
+    names, _ = register_production_attention(atom)
+    compilation = atom.CompilationConfig(
+        level=level, cudagraph_mode=mode, cudagraph_capture_sizes=list(sizes), splitting_ops=list(names),
+        use_inductor=use_inductor, cache_dir=cache_dir, **cc,
+    )
+    return atom.Config(compilation_config=compilation, max_num_seqs=MAX_SEQS)
+
+
+def build_production_decoder(atom: AtomCapability, config: Any, *, seed: int = 0) -> nn.Module:
+    """A decoder shaped as serving models are: a ``@token_graph @support_torch_compile`` backbone of
+    :data:`PROD_LAYERS` pre-norm layers (RMSNorm, QKV, attention into a zero-filled output buffer,
+    output projection, RMSNorm, gated SiLU MLP), layer 0's attention :data:`LIVE_OP` and layer 1's
+    :data:`INLINE_OP`, a final RMSNorm; ``model.attention_calls`` lists ``(layer, rows, span)``."""
+    (live, inline), calls = register_production_attention(atom)
+    ops = [getattr(getattr(torch.ops, n.split(".")[0]), n.split(".")[1]) for n in (live, inline)]
+    head_dim = DIM // HEADS
+
+    class RMSNorm(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.weight = nn.Parameter(torch.ones(DIM))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * self.weight
+
+    class Layer(nn.Module):
+        def __init__(self, index: int) -> None:
+            super().__init__()
+            self.layer_name = f"layer{index}"
+            self.attention = ops[index % len(ops)]
+            self.input_norm, self.post_norm = RMSNorm(), RMSNorm()
+            self.qkv = nn.Linear(DIM, 3 * DIM)
+            self.o = nn.Linear(DIM, DIM)
+            self.gate_up = nn.Linear(DIM, 4 * DIM)
+            self.down = nn.Linear(2 * DIM, DIM)
+
+        def forward(self, h: torch.Tensor) -> torch.Tensor:
+            q, k, v = self.qkv(self.input_norm(h)).chunk(3, dim=-1)
+            q, k, v = (t.reshape(-1, HEADS, head_dim) for t in (q, k, v))
+            out = torch.zeros_like(q)  # the reference lowering has no rule for empty_like
+            self.attention(q, k, v, out, self.layer_name)
+            h = h + self.o(out.reshape(-1, DIM))
+            gate, up = self.gate_up(self.post_norm(h)).chunk(2, dim=-1)
+            return h + self.down(torch.nn.functional.silu(gate) * up)
+
+    @atom.token_graph
+    @atom.support_torch_compile
+    class ProductionBackbone(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.embed = nn.Embedding(VOCAB, DIM)
+            self.pos = nn.Embedding(MAX_LEN + 1, DIM)
+            self.layers = nn.ModuleList(Layer(i) for i in range(PROD_LAYERS))
+            self.norm = RMSNorm()
+
+        def forward(self, input_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+            h = self.embed(input_ids) + self.pos(positions)
+            for layer in self.layers:
+                h = layer(h)
+            return self.norm(h)
+
+    model = _decoder(ProductionBackbone(atom_config=config), calls, seed)
+    with torch.no_grad():  # RMSNorm weights near 1, as trained models have them
+        for module in model.modules():
+            if isinstance(module, RMSNorm):
+                module.weight.add_(1.0)
+    return model
+
+
+def production_kv_cache(atom: AtomCapability, seed: int = 1, device: Any = "cpu") -> dict:
+    """One filled cache per production layer (``"layer<i>"``), ``MAX_SEQS`` slots of ``MAX_LEN``."""
+    gen = torch.Generator().manual_seed(seed)
+    shape = (MAX_SEQS, MAX_LEN, HEADS, DIM // HEADS)
+    return {
+        f"layer{i}": atom.KVCacheTensor(i, torch.randn(shape, generator=gen).to(device), torch.randn(shape, generator=gen).to(device))
+        for i in range(PROD_LAYERS)
+    }

@@ -17,6 +17,20 @@ TR_HYBRID, the bucket of the DP group's largest token count). With ``enable_tbo`
 bucket splits runs as two microbatches. ``counters`` counts each outcome. A drafter (``mtp_k``
 draft tokens per request) records its passes as draft graphs; :meth:`ModelRunner.propose` runs them.
 
+Who owns which buffer between recorded pieces (the rule every mode follows):
+
+- the runner owns the step's inputs and metadata: ``forward_vars`` (``input_ids``, ``positions``,
+  ``context_lens``, ``cu_seqlens_q``). A recording reads them at the addresses it was recorded
+  with, so a step that replays writes itself there first, padding rows and requests included
+  (token 0, position 0, context length 0), and its forward context is built on those buffers. A
+  launch recorded inline (a compiled piece, a splitting op that is no eager region) and an eager
+  region run live both read the current step, whichever mode replays them;
+- the recording owns what its launches produce (in the graph pool): a live eager region reads its
+  inputs and writes its results, returned or mutated in place (``mutates_args``), at the recorded
+  addresses, which is where the next recorded piece reads them;
+- the runner that captures owns the recordings: a capture drops the token graphs an earlier
+  capture left on the model, since they read the earlier runner's buffers.
+
 The model is any module with ``model(input_ids, positions) -> hidden_states`` and
 ``model.compute_logits(hidden_states)``; its attention reads the step's metadata from the forward
 context.
@@ -24,6 +38,7 @@ context.
 
 from __future__ import annotations
 
+import collections
 import sys
 import time
 from dataclasses import dataclass, field
@@ -48,7 +63,7 @@ from reference.atom.graph_mode import CUDAGraphMode
 from reference.atom.recorder import launch
 from reference.atom.region_graph import PHASES, DraftGraph, ReqGraph, request_bucket, token_graph_of
 
-__all__ = ["ModelRunner", "RunnerCounters", "check_runner_config", "resolve_capture_sizes"]
+__all__ = ["ModelRunner", "RunnerCounters", "StepReport", "check_runner_config", "resolve_capture_sizes", "step_report"]
 
 
 @dataclass
@@ -62,6 +77,35 @@ class RunnerCounters:
     def count_eager(self, reason: str) -> None:
         self.eager += 1
         self.eager_by_reason[reason] = self.eager_by_reason.get(reason, 0) + 1
+
+
+@dataclass(frozen=True)
+class StepReport:
+    """Which path served one :meth:`ModelRunner.execute` step.
+
+    ``path`` is ``"token_graph"`` (a token bucket replayed), ``"req_graph"`` (a request graph
+    replayed) or ``"eager"``; ``bucket`` is the replayed bucket (rows of a token bucket, requests
+    of a request graph; ``None`` when eager); ``padded_rows`` the rows the runner added to reach it;
+    ``reason`` why an eager step ran eagerly (``""`` for a replay).
+    """
+
+    path: str
+    batch_size: int
+    rows: int
+    is_prefill: bool
+    bucket: Optional[int] = None
+    padded_rows: int = 0
+    reason: str = ""
+    ubatch_split_bs: Optional[tuple[int, int]] = None
+
+    @property
+    def replayed(self) -> bool:
+        return self.path != "eager"
+
+
+def step_report(runner: "ModelRunner") -> Optional[StepReport]:
+    """The :class:`StepReport` of the runner's last step (``None`` before the first)."""
+    return runner.last_step
 
 
 def resolve_capture_sizes(cc: CompilationConfig) -> tuple[list[int], str]:
@@ -155,13 +199,20 @@ class ModelRunner:
         self.req_graph = ReqGraph()
         self.draft_graph = DraftGraph()
         self.counters = RunnerCounters()
+        #: What served each step, the latest last (bounded: a serving loop runs forever).
+        self.steps: collections.deque[StepReport] = collections.deque(maxlen=4096)
+        self.last_step: Optional[StepReport] = None
         max_seqs = config.max_num_seqs
         max_tokens = max_seqs * (mtp_k + 1)
-        # Static buffers: every recording reads its inputs from slices of these.
+        # Static buffers: every recording reads its inputs and metadata from slices of these, and a
+        # replaying step is written into them first. A replayed prefill may count one request per
+        # row plus a padding request, hence the request-sized buffers' length.
+        max_requests = max(max_seqs, max_tokens) + 1
         self.forward_vars: dict[str, Any] = {
             "input_ids": torch.zeros(max_tokens, dtype=torch.long, device=self.device),
             "positions": torch.zeros(max_tokens, dtype=torch.long, device=self.device),
-            "context_lens": torch.zeros(max_seqs, dtype=torch.long, device=self.device),
+            "context_lens": torch.zeros(max_requests, dtype=torch.long, device=self.device),
+            "cu_seqlens_q": torch.zeros(max_requests + 1, dtype=torch.int32, device=self.device),
         }
         if drafter is not None:
             self.forward_vars["draft_hidden"] = torch.zeros(max_seqs, drafter.hidden_size, device=self.device)
@@ -191,14 +242,19 @@ class ModelRunner:
             print(text, file=stream, flush=True)
 
     def _decode_metadata(
-        self, bs: int, context_lens: torch.Tensor, positions: torch.Tensor, max_seqlen_k: int
+        self, bs: int, context_lens: torch.Tensor, positions: torch.Tensor, max_seqlen_k: int, *, static: bool = False
     ) -> tuple[AttentionMetaData, Context]:
+        """A decode's metadata for ``bs`` requests; ``static``: ``cu_seqlens_q`` is laid out in the
+        runner's buffer (a recorded or replayed step), else in a fresh tensor (an eager one)."""
         q = self.max_q_len
         rows = bs * q
+        cu = torch.arange(0, rows + 1, q, dtype=torch.int32, device=self.device)
+        if static:
+            cu = self.forward_vars["cu_seqlens_q"][: bs + 1].copy_(cu)
         attn = AttentionMetaData(
             max_seqlen_q=q,
             max_seqlen_k=max_seqlen_k,
-            cu_seqlens_q=torch.arange(0, rows + 1, q, dtype=torch.int32, device=self.device),
+            cu_seqlens_q=cu,
             context_lens=context_lens,
         )
         context = Context(positions=positions, is_prefill=False, batch_size=bs, running_bs=bs, running_tokens=rows)
@@ -226,11 +282,15 @@ class ModelRunner:
         tr_hybrid = self._tr_hybrid_active()
         q = self.max_q_len
         fv = self.forward_vars
+        if tr_hybrid:
+            # Token graphs live on the model; those another runner recorded read its buffers.
+            for unit in _token_graph_units(self.model):
+                token_graph_of(unit).reset()
         for i, bs in enumerate(sizes, 1):
             self._report(f"capturing graphs {i}/{len(sizes)}: batch size {bs} ({bs * q} rows)")
             rows = bs * q
             input_ids, positions, context_lens = fv["input_ids"][:rows], fv["positions"][:rows], fv["context_lens"][:bs]
-            attn, context = self._decode_metadata(bs, context_lens, positions, self.max_model_len)
+            attn, context = self._decode_metadata(bs, context_lens, positions, self.max_model_len, static=True)
             # Capture is symmetric: every DP rank records the same bucket.
             common = dict(num_tokens_across_dp=[rows] * self.dp_size, kv_cache_data=self.kv_cache_data)
             with in_forward_context(attn, self.config, context, **common):
@@ -295,7 +355,7 @@ class ModelRunner:
 
     # --- steps ---------------------------------------------------------------------------------
     def _token_buckets(self) -> dict[str, list[int]]:
-        units = [m for m in self.model.modules() if getattr(type(m), "token_graph_per_phase", None) is not None]
+        units = _token_graph_units(self.model)
         if not units:
             return {}
         graph = token_graph_of(units[0])
@@ -370,6 +430,25 @@ class ModelRunner:
         hidden = hidden[: mode.batch_size * self.max_q_len] if not mode.is_prefill else hidden[: int(input_ids.shape[0])]
         return self.model.compute_logits(hidden), hidden
 
+    def _stage(
+        self, input_ids: torch.Tensor, positions: torch.Tensor, context_lens: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Write a replaying step (already padded to its bucket) into the runner's buffers and
+        return the views the step runs on. Launches recorded inline read these addresses."""
+        fv = self.forward_vars
+        rows, requests = int(input_ids.shape[0]), int(context_lens.shape[0])
+        if rows > fv["input_ids"].shape[0] or requests > fv["context_lens"].shape[0]:
+            raise ConfigError(
+                "max_num_seqs",
+                f"a replayed step of {rows} rows and {requests} requests does not fit the runner's buffers "
+                f"({fv['input_ids'].shape[0]} rows, {fv['context_lens'].shape[0]} requests); raise max_num_seqs",
+            )
+        return (
+            fv["input_ids"][:rows].copy_(input_ids),
+            fv["positions"][:rows].copy_(positions),
+            fv["context_lens"][:requests].copy_(context_lens),
+        )
+
     def execute(
         self,
         input_ids: torch.Tensor,
@@ -387,8 +466,9 @@ class ModelRunner:
         ``cu_seqlens_q`` is laid out from it. ``num_tokens_across_dp`` is every DP rank's token
         count (this rank's at ``rank``): under TR_HYBRID every rank pads to the bucket of the
         group's largest. A step that replays is padded to its bucket (padding rows: token 0,
-        position 0; padding requests: context length 0) in fresh tensors, which the replay copies
-        into the recorded buffers.
+        position 0; padding requests: context length 0) and written into ``forward_vars``, the
+        buffers the recordings read; its forward context is built on them. :attr:`last_step`
+        (and :attr:`steps`) says which path served the step.
         """
         bs = int(context_lens.shape[0])
         rows = int(input_ids.shape[0])
@@ -404,26 +484,42 @@ class ModelRunner:
                 "query_lens", f"gives {len(query_lens)} requests of {int(query_lens.sum())} rows for a step of {bs} requests and {rows} rows"
             )
         mode = self.decide(bs, rows, is_prefill=is_prefill, num_tokens_across_dp=num_tokens_across_dp)
-        q = self.max_q_len
+        padded_rows = 0
         if mode.replays and mode.running_tokens > rows:
-            pad_rows = mode.running_tokens - rows
-            input_ids = torch.cat([input_ids, input_ids.new_zeros(pad_rows)])
-            positions = torch.cat([positions, positions.new_zeros(pad_rows)])
+            padded_rows = mode.running_tokens - rows
+            input_ids = torch.cat([input_ids, input_ids.new_zeros(padded_rows)])
+            positions = torch.cat([positions, positions.new_zeros(padded_rows)])
             if not is_prefill:
                 context_lens = torch.cat([context_lens, context_lens.new_zeros(mode.running_bs - bs)])
             elif query_lens is not None:  # the padding rows are one more request of their own
-                query_lens = torch.cat([query_lens, query_lens.new_tensor([pad_rows])])
+                query_lens = torch.cat([query_lens, query_lens.new_tensor([padded_rows])])
                 context_lens = torch.cat([context_lens, context_lens.new_zeros(1)])
+        if mode.replays:
+            # The recording reads the runner's buffers: the step, padding included, goes there.
+            input_ids, positions, context_lens = self._stage(input_ids, positions, context_lens)
         k_len = max_seqlen_k if max_seqlen_k is not None else int(context_lens.max()) if bs else 0
-        attn, context = self._decode_metadata(mode.running_bs, context_lens, positions, k_len)
+        attn, context = self._decode_metadata(mode.running_bs, context_lens, positions, k_len, static=mode.replays)
         if query_lens is not None:
             attn.max_seqlen_q = int(query_lens.max()) if bs else 0
-            attn.cu_seqlens_q = torch.cat([query_lens.new_zeros(1), query_lens.cumsum(0)]).to(torch.int32)
+            cu = torch.cat([query_lens.new_zeros(1), query_lens.cumsum(0)]).to(torch.int32)
+            if mode.replays:
+                cu = self.forward_vars["cu_seqlens_q"][: len(cu)].copy_(cu)
+            attn.cu_seqlens_q = cu
         elif is_prefill:
             attn.max_seqlen_q, attn.cu_seqlens_q = rows, None
         context.batch_size, context.is_prefill = bs, is_prefill
         context.running_tokens = int(input_ids.shape[0])
         group = list(num_tokens_across_dp) if num_tokens_across_dp is not None else [context.running_tokens] * self.dp_size
+        report = StepReport(
+            path=mode.kind,
+            batch_size=bs,
+            rows=rows,
+            is_prefill=is_prefill,
+            bucket=None if not mode.replays else (mode.running_tokens if mode.token_graph else mode.running_bs),
+            padded_rows=padded_rows,
+            reason=mode.reason,
+            ubatch_split_bs=mode.ubatch_split_bs,
+        )
         with in_forward_context(
             attn,
             self.config,
@@ -433,7 +529,13 @@ class ModelRunner:
             forward_mode=mode,
         ):
             logits, _ = self.run_model(input_ids)
+        self.last_step = report
+        self.steps.append(report)
         return logits[:rows]
+
+
+def _token_graph_units(model: nn.Module) -> list[nn.Module]:
+    return [m for m in model.modules() if getattr(type(m), "token_graph_per_phase", None) is not None]
 
 
 def _split_of(running_bs: int) -> tuple[int, int]:

@@ -82,6 +82,7 @@ class GraphPool:
     def __init__(self) -> None:
         self._storage: Optional[torch.UntypedStorage] = None
         self._cuda_handle: Any = None
+        self._cuda_mempool: Any = None  # keeps the CUDA pool alive while this object lives
         self._lock = threading.Lock()
 
     @property
@@ -102,10 +103,24 @@ class GraphPool:
             return self._storage
 
     def cuda_handle(self) -> Any:
-        """The graph-pool handle every CUDA capture passes as ``pool=``."""
+        """The graph-pool id every CUDA capture passes as ``pool=``.
+
+        The pool is a ``torch.cuda.MemPool`` this object keeps, not a bare
+        ``torch.cuda.graph_pool_handle()``: PyTorch's caching allocator counts the users of a private
+        pool and releases it when the last graph captured into it is destroyed, after which a
+        capture into the same id fails (``use_count > 0`` in ``CUDACachingAllocator.cpp``). A
+        ``MemPool`` object is a user of its own pool, so recordings can be dropped (a reset, a
+        second runner, another model) and the next capture still finds the pool alive. Torch
+        builds without ``MemPool`` get the bare handle and that older lifetime.
+        """
         with self._lock:
             if self._cuda_handle is None:
-                self._cuda_handle = torch.cuda.graph_pool_handle()
+                mempool = getattr(torch.cuda, "MemPool", None)
+                if mempool is not None:
+                    self._cuda_mempool = mempool()
+                    self._cuda_handle = self._cuda_mempool.id
+                else:
+                    self._cuda_handle = torch.cuda.graph_pool_handle()
             return self._cuda_handle
 
     def cuda_reserved_bytes(self) -> int:
@@ -238,6 +253,17 @@ def recording_backend(inner: Any = "inductor") -> Callable:
     return backend
 
 
+def _same_view(a: Any, b: torch.Tensor) -> bool:
+    return (
+        isinstance(a, torch.Tensor)
+        and a.data_ptr() == b.data_ptr()
+        and a.shape == b.shape
+        and a.stride() == b.stride()
+        and a.dtype == b.dtype
+        and a.device == b.device
+    )
+
+
 def _tensors(tree: Any) -> list[torch.Tensor]:
     return [t for t in pytree.tree_leaves(tree) if isinstance(t, torch.Tensor)]
 
@@ -293,8 +319,8 @@ class Recording:
                 f"{self.name}: replay got {len(live_inputs)} inputs, the recording reads {len(self.static_inputs)}"
             )
         for i, (static, live) in enumerate(zip(self.static_inputs, live_inputs)):
-            if live is static:
-                continue
+            if live is static or _same_view(live, static):
+                continue  # the caller wrote the step into the recorded buffer itself
             if not isinstance(live, torch.Tensor) or live.shape != static.shape or live.dtype != static.dtype:
                 got = f"{tuple(live.shape)} {live.dtype}" if isinstance(live, torch.Tensor) else type(live).__name__
                 raise GraphCaptureError(

@@ -149,6 +149,12 @@ class TokenGraph:
     def recordings(self) -> list[Recording]:
         return list(self._recordings.values())
 
+    def reset(self) -> None:
+        """Drop every recording and every phase's buckets; the next record pass records anew.
+        The pool stays valid for the next recordings (it owns its memory, not the recordings)."""
+        self._recordings.clear()
+        self._asked = {p: set() for p in PHASES}
+
 
 def token_graph(cls: Optional[type] = None, *, per_phase: bool = False) -> Any:
     """Mark an ``nn.Module`` class as a token-graph recording unit: ``@token_graph`` or

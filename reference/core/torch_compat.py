@@ -55,7 +55,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode, unset_fake_temporarily
 __all__ = [
     "WRITTEN_FOR", "TorchVersionWarning", "torch_release", "torch_supported", "check_torch_version",
     # ops and the dispatcher
-    "OpOverload", "OpOverloadPacket", "OPDEFS", "dispatch_has_kernel", "has_composite_implicit_kernel",
+    "OpOverload", "OpOverloadPacket", "OPDEFS", "dispatch_has_kernel", "dispatch_has_kernel_for_key", "has_composite_implicit_kernel",
     "resolve_packet_overload", "core_aten_decompositions", "get_decompositions",
     # fake tensors and dispatch modes
     "FakeTensorMode", "unset_fake_temporarily", "detect_fake_mode", "enable_python_dispatcher",
@@ -121,6 +121,12 @@ def dispatch_has_kernel(qualified_name: str) -> bool:
     """Whether an op ``namespace::name[.overload]`` (no overload: the default one) has a kernel
     registered with the dispatcher in this process."""
     return bool(torch._C._dispatch_has_kernel(qualified_name))
+
+
+def dispatch_has_kernel_for_key(qualified_name: str, dispatch_key: str) -> bool:
+    """Whether op ``namespace::name`` has a kernel registered for ``dispatch_key`` (``"CUDA"``,
+    ``"CPU"``, ...); answers on any build, a CPU-only one included."""
+    return bool(torch._C._dispatch_has_kernel_for_dispatch_key(qualified_name, dispatch_key))
 
 
 def has_composite_implicit_kernel(op: OpOverload) -> bool:
