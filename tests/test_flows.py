@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 
 from reference.backends.capture import read_staged, stage_graph
 from reference.flows.forked import run_forked
@@ -214,3 +215,23 @@ def test_an_entry_staged_by_an_older_reference_is_refused_with_what_to_do(tmp_pa
     (Path(staged.path) / "program.json").write_text("{}")  # what entries kept before lowering.json
     with pytest.raises(MetadataError, match=r"staged by an older reference \(program.json.*capture the graph again"):
         read_staged(tmp_path)
+
+
+@pytest.mark.spec("000.flow.parallel-compile-reads-cache-dir")
+def test_a_staging_directory_that_is_missing_or_a_file_is_a_typed_error_naming_it(tmp_path):
+    from reference import FlowDirectoryError
+    from reference.backends.capture import capture_to
+    from reference.flows.tracing import parallel_trace
+
+    missing, a_file = tmp_path / "captured-typo", tmp_path / "a-file"
+    a_file.write_text("")
+    for where, words in ((missing, "does not exist"), (a_file, "is not a directory")):
+        with pytest.raises(FlowDirectoryError, match=rf"parallel_compile.*{where}.*{words}.*give the directory"):
+            parallel_compile(where, workers=1, progress=False)
+    assert not missing.exists()
+    with pytest.raises(FlowDirectoryError, match=rf"parallel_trace.*{a_file}.*is not a directory"):
+        parallel_trace([(torch.nn.Identity(), {"input": torch.ones(1)}, None)], cache_dir=a_file, workers=1)
+    with pytest.raises(FlowDirectoryError, match=rf"capture_to.*{a_file}.*is not a directory"):
+        with capture_to(a_file):
+            pass
+    parallel_compile(tmp_path, workers=1, progress=False)  # an existing directory with nothing staged is no error

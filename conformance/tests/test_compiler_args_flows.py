@@ -18,6 +18,7 @@ artifacts of another or depends on the order in which they run.
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import shutil
 import time
@@ -301,6 +302,15 @@ def test_old_cache_directory_compiles_with_the_base_arguments(impl, tmp_path):
     for r in records:
         assert r["args_source"] == "base"
         assert _starts_with(r["compiler_args"], [*BASE, "-O2"]), r
+
+
+@pytest.mark.capability("capture")
+@pytest.mark.spec("000.flow.parallel-compile-reads-cache-dir")
+def test_parallel_compile_of_a_directory_that_does_not_exist_is_an_error_naming_it(impl, tmp_path):
+    # a typo in a staging path must not pass as "nothing to build" and surface as cache misses later
+    missing = tmp_path / "captured-typo"
+    with pytest.raises(Exception, match=re.escape(str(missing))):
+        impl.capture().parallel_compile(str(missing), workers=1)
 
 
 # --- guards ------------------------------------------------------------------------------------------

@@ -29,6 +29,7 @@ from reference.backends.seam import Seam
 from reference.compiler.request import CompileRequest
 from reference.cache.staging import StagedGraph, read_staged
 from reference.core.build_settings import CacheRoots
+from reference.core.errors import FlowDirectoryError
 from reference.core.specs import LoweredGraph
 from reference.pipeline import DEFAULT_KEY, KEY_POLICIES, KeyPolicy, Lowering, lower, stage
 from reference.spmd.guards import mark_staged_rank
@@ -45,7 +46,11 @@ def capture_to(path: str | os.PathLike, *, key_policy: str = "default") -> Itera
     them: ``key_policy="native"`` for ``neuron_native_lite`` (structure and shapes only)."""
     if key_policy not in KEY_POLICIES:
         raise ValueError(f"unknown key policy {key_policy!r}; known: {sorted(KEY_POLICIES)}")
-    token = _capture_dir.set(os.path.abspath(os.fspath(path)))
+    folder = os.path.abspath(os.fspath(path))
+    if os.path.exists(folder) and not os.path.isdir(folder):
+        raise FlowDirectoryError("capture_to: the staging directory", folder, "is not a directory",
+                                 "give a directory (it is created when missing)")
+    token = _capture_dir.set(folder)
     policy_token = _key_policy.set(KEY_POLICIES[key_policy])
     try:
         yield _capture_dir.get()

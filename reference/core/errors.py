@@ -146,6 +146,15 @@ class CacheMissError(NeuronBackendError):
         self.key = key
 
 
+class FlowDirectoryError(NeuronBackendError, ValueError):
+    """A directory handed to a flow (``parallel_compile``'s staged graphs, ``parallel_trace``'s or
+    the capture seam's staging folder) that is missing or is not a directory; names the path."""
+
+    def __init__(self, what: str, path: str, problem: str, todo: str) -> None:
+        super().__init__(f"{what} {path!r} {problem}; {todo}")
+        self.path = path
+
+
 class BackendOptionError(NeuronBackendError, ValueError):
     """A ``torch.compile(options=...)`` entry of the wrong type or value."""
 

@@ -41,7 +41,7 @@ from reference.compiler.driver import CompilerConfig
 from reference.compiler.scope import platform_compiler_config
 from reference.core.build_settings import BuildSettings
 from reference.core.diagnostics import ensure_default_handler
-from reference.core.errors import NeuronBackendError
+from reference.core.errors import FlowDirectoryError, NeuronBackendError
 from reference.flows.forked import ChildOutcome, reraise, run_forked
 from reference.pipeline import build, cache_key, staged_key_policy, staged_lowering
 from reference.spmd.errors import SPMDViolationError
@@ -197,6 +197,13 @@ def parallel_compile(
     start = time.monotonic()
     settings = BuildSettings.from_env()  # this build's request: read once, every child builds under it
     ensure_default_handler()  # the children's "still compiling" lines
+    if not os.path.isdir(cache_dir):
+        # a typo in a staging path would otherwise build nothing and show up only as cache misses
+        raise FlowDirectoryError(
+            "parallel_compile: the staging directory", os.fspath(cache_dir),
+            "does not exist" if not os.path.exists(cache_dir) else "is not a directory",
+            "give the directory parallel_trace or the capture seam staged the graphs into",
+        )
     staged = read_staged(cache_dir)
     workers = workers or max(1, os.cpu_count() or 1)
     groups: dict[str, list[StagedGraph]] = {}

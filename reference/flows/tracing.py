@@ -29,7 +29,7 @@ from typing import Any, Callable, Mapping, Sequence
 from reference.backends.capture import CAPTURES, capture_backend, capture_dir, capture_to
 from reference.compiler.request import DeferredRequest
 from reference.compiler.scope import scoped_compiler_args
-from reference.core.errors import BackendOptionError, NeuronBackendError
+from reference.core.errors import BackendOptionError, FlowDirectoryError, NeuronBackendError
 from reference.core.torch_compat import OptimizedModule
 from reference.flows.forked import ChildOutcome, reraise, run_forked
 from reference.spmd.errors import SPMDViolationError
@@ -172,6 +172,9 @@ def parallel_trace(
     """
     checked = validate_jobs(jobs, key_policy=key_policy)
     directory = os.path.abspath(os.fspath(cache_dir)) if cache_dir is not None else capture_dir()
+    if os.path.exists(directory) and not os.path.isdir(directory):
+        raise FlowDirectoryError("parallel_trace: the staging directory (cache_dir)", directory, "is not a directory",
+                                 "give a directory (it is created when missing)")
     workers = workers or max(1, min(len(checked), os.cpu_count() or 1))
     tasks = [
         (job.identity(i), (lambda job=job, text=job.request.to_json(): _trace_one(job, text, directory, options)))
