@@ -24,6 +24,24 @@ def fmod_scalar(x: torch.Tensor, other) -> torch.Tensor:
     return x - other * torch.div(x, other, rounding_mode="trunc")
 
 
+def remainder(x: torch.Tensor, other) -> torch.Tensor:
+    """``remainder``: Python's rule, the sign of the divisor. torch-mlir lowers it to
+    ``stablehlo.remainder``, which is C's ``fmod`` (the sign of the dividend), so ``-7 % 3`` gave -1
+    instead of 2. The fmod result is moved by one divisor where its sign differs from the divisor's,
+    the same correction eager's CPU kernel makes, so floats keep eager's rounding too."""
+    dtype = torch.result_type(x, other)
+    x = x.to(dtype)
+    other = other.to(dtype) if isinstance(other, torch.Tensor) else torch.scalar_tensor(other, dtype=dtype, device=x.device)
+    if dtype in (torch.float16, torch.bfloat16):
+        # eager computes half types in float32 and rounds once; IREE's half fmod is off by up to a divisor
+        return remainder(x.float(), other.float()).to(dtype)
+    if dtype.is_floating_point:
+        r = aten.fmod.Tensor(x, other)
+    else:
+        r = x - other * torch.div(x, other, rounding_mode="trunc")
+    return torch.where((r != 0) & ((r < 0) != (other < 0)), r + other, r)
+
+
 def grouped_mm_rows(input: torch.Tensor, weight: torch.Tensor, offs: torch.Tensor) -> torch.Tensor:
     """A grouped matmul over rows sorted by group (``transformers::grouped_mm_fallback``: row ``s``
     of ``input`` [S, K] times ``weight[e]`` [K, N] for the group ``e`` with
@@ -135,6 +153,8 @@ def convolution_backward(
 def extra_decompositions() -> dict:
     table = {
         aten.fmod.Scalar: fmod_scalar,
+        aten.remainder.Tensor: remainder,
+        aten.remainder.Scalar: remainder,
         aten._scaled_dot_product_flash_attention_for_cpu_backward.default: flash_attention_backward,
         aten.convolution_backward.default: convolution_backward,
     }
