@@ -7,8 +7,9 @@ JOBS ?= auto
 IMPL ?=
 IMPL_ARG := $(if $(IMPL),--conformance-impl $(IMPL),)
 BASE ?= main
+comma := ,
 
-.PHONY: all venv conformance test slow strict selfcheck bench snapshot-review models optable support-docs support-drift lint-workflows suite-alone clean
+.PHONY: all venv conformance test slow strict selfcheck bench snapshot-review models ops ops-docs ops-drift optable support-docs support-drift lint-workflows suite-alone clean
 
 all: test
 
@@ -81,6 +82,25 @@ selfcheck: $(STAMP)
 # reports/<impl>/models/ (models.md, summary.md) beside the default lane's reports.
 models: $(STAMP)
 	CONFORMANCE_MODELS=all $(PY) -m pytest conformance/tests/test_models.py -n $(JOBS) $(IMPL_ARG) --conformance-lane models
+
+# The whole op lane: every OpInfo entry with CPU samples, for float32, float16, bfloat16, int64 and
+# bool (make test runs a sample of its rows); writes reports/<impl>/ops/ops.md and ops.json, whatever
+# the tests' outcome. OPS_DTYPES=float32 (a comma list) limits the dtypes. `make ops-docs` copies the
+# table to docs/support/<impl>-ops.{md,json}; `make ops-drift` runs the lane fresh as another machine
+# would and fails on any row whose verdict differs from that copy (its own target: the full lane
+# takes tens of minutes on 2 cores, too long for make test, which checks its sampled rows against
+# the copy instead).
+OPS_DTYPES ?=
+OPS_SPEC := $(if $(IMPL),--spec $(IMPL),)
+ops: $(STAMP)
+	$(PY) -m conformance.reporting.ops_table $(OPS_SPEC) --clear
+	CONFORMANCE_OPS=all$(if $(OPS_DTYPES),$(comma)$(OPS_DTYPES),) $(PY) -m pytest conformance/tests/test_ops.py -q \
+		-n $(JOBS) $(IMPL_ARG) --conformance-lane ops; \
+	status=$$?; $(PY) -m conformance.reporting.ops_table $(OPS_SPEC); exit $$status
+ops-docs: $(STAMP)
+	$(PY) -m conformance.reporting.ops_table $(OPS_SPEC) --docs
+ops-drift: $(STAMP)
+	$(PY) -m conformance.reporting.ops_table $(OPS_SPEC) --check -n 2
 
 # The suite installed on its own, as a backend team installs it: a virtual environment with torch
 # and the suite's dependencies only (no torch-mlir, no IREE, no reference extra), then the suite run

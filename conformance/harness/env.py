@@ -20,6 +20,8 @@ The suite's own variables (``CONFORMANCE_*``):
 ``CONFORMANCE_SNAPSHOT_DIR``               the snapshot tree, instead of the adapter's
 ``CONFORMANCE_HYPOTHESIS_PROFILE``         the Hypothesis profile (else by ``CI``)
 ``CONFORMANCE_MODELS``                     ``all``: the model lane runs every model and part
+``CONFORMANCE_OPS``                        ``all``: the op lane runs every OpInfo entry and dtype
+                                           (else its sample); a comma list of dtypes limits it
 ``CONFORMANCE_TORCHRUN_NPROC``             ranks per host of the torchrun test (2)
 ``CONFORMANCE_RANK_THREADS``               intra-op threads of each launched rank (1)
 ========================================  =======================================================
@@ -43,6 +45,7 @@ REPORT_DIR = "CONFORMANCE_REPORT_DIR"
 SNAPSHOT_DIR = "CONFORMANCE_SNAPSHOT_DIR"
 HYPOTHESIS_PROFILE = "CONFORMANCE_HYPOTHESIS_PROFILE"
 MODELS = "CONFORMANCE_MODELS"
+OPS = "CONFORMANCE_OPS"
 TORCHRUN_NPROC = "CONFORMANCE_TORCHRUN_NPROC"
 RANK_THREADS = "CONFORMANCE_RANK_THREADS"
 
@@ -113,6 +116,13 @@ def on_ci() -> bool:
 def all_models() -> bool:
     """``CONFORMANCE_MODELS=all`` (any case): the model lane runs every model and part."""
     return (_text(MODELS) or "").lower() == "all"
+
+
+def ops_selection() -> tuple[bool, tuple[str, ...]]:
+    """``CONFORMANCE_OPS``: (every row?, the dtypes named, if any). ``all`` runs every row;
+    ``all,float32`` every float32 row; unset, the op lane's sample."""
+    words = [w.strip().lower() for w in (_text(OPS) or "").split(",") if w.strip()]
+    return "all" in words, tuple(w for w in words if w != "all")
 
 
 def torchrun_nproc() -> int:

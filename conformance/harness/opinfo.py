@@ -1,0 +1,331 @@
+"""The op lane's engine: one verdict per (OpInfo entry, dtype), from real compiles through the adapter.
+
+torch's OpInfo database (``torch.testing._internal.common_methods_invocations.op_db``) describes
+every public op with sample inputs per dtype and, for some, the tolerances its own tests use. For one
+entry and one dtype, :func:`run_op` wraps the entry's function in a one-op Python function,
+compiles it through the adapter's ``compile`` (one ``torch.compile`` per entry and dtype, so the
+samples that share shapes and constant arguments share a compile through Dynamo's guards, and the
+implementation's own caches serve a repeated run), calls it on the first samples, compares each
+result with eager and reads the execution evidence. The verdict is one of :data:`VERDICTS`.
+
+Importing ``op_db`` costs seconds and runs ``torch.backends.disable_global_flags()`` (a setting of
+torch's own test harness that makes a later ``torch.backends.<x>.<flag> = ...`` raise);
+:func:`op_db` imports it on first use and restores the flag, so the suite's other tests in the same
+worker see torch as they would without the lane.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+import math
+from typing import Any, Callable, Iterator, Sequence
+
+from conformance.harness.implementation import Implementation, NotSupported
+
+MATCHES = "matches"
+GRAPH_BREAK = "graph break"
+FELL_BACK = "fell back"
+WRONG = "wrong"
+ERROR = "error"
+NOT_SUPPORTED = "not supported"
+#: Every verdict, in the order the table lists its rows (the ones a team acts on first).
+VERDICTS = (WRONG, ERROR, FELL_BACK, GRAPH_BREAK, NOT_SUPPORTED, MATCHES)
+
+#: The detail of a row whose run ended the process (no verdict came back).
+CRASHED = "the process running the row died (a crash such as a segmentation fault; no exception to report)"
+
+#: The dtypes the lane runs, where the entry supports them on the CPU.
+DTYPES = ("float32", "float16", "bfloat16", "int64", "bool")
+
+#: Samples compared per (entry, dtype): the first ones OpInfo yields. Every distinct shape or
+#: constant argument is another compile (about half a second each through the reference's
+#: iree-compile), so the lane bounds them; the table states the number.
+MAX_SAMPLES = 3
+
+
+class OpLaneUnavailable(RuntimeError):
+    """torch's OpInfo database cannot be imported here."""
+
+
+@functools.lru_cache(maxsize=1)
+def op_db() -> tuple[Any, ...]:
+    """torch's OpInfo entries (imported on first use; see the module doc for the flag it restores)."""
+    import torch
+
+    flag = "__allow_nonbracketed_mutation_flag"  # the module global disable_global_flags() clears
+    saved = getattr(torch.backends, flag, True)
+    try:
+        from torch.testing._internal.common_methods_invocations import op_db as db
+    except ImportError as exc:  # expecttest is what torch's test helpers need beyond torch
+        raise OpLaneUnavailable(
+            f"cannot import torch's OpInfo database ({type(exc).__name__}: {exc}); "
+            "install the suite's dependencies (pip install expecttest)"
+        ) from exc
+    finally:
+        setattr(torch.backends, flag, saved)
+    return tuple(db)
+
+
+def entry_id(opinfo: Any) -> str:
+    """``name`` or ``name.variant`` (OpInfo's ``variant_test_name``), unique in ``op_db``."""
+    return f"{opinfo.name}.{opinfo.variant_test_name}" if opinfo.variant_test_name else opinfo.name
+
+
+def entries() -> dict[str, Any]:
+    """The OpInfo entries by :func:`entry_id`, in ``op_db`` order."""
+    return {entry_id(o): o for o in op_db()}
+
+
+def cpu_dtypes(opinfo: Any) -> list[str]:
+    """Of :data:`DTYPES`, those the entry declares for the CPU."""
+    supported = {str(d).removeprefix("torch.") for d in opinfo.supported_dtypes("cpu")}
+    return [d for d in DTYPES if d in supported]
+
+
+def seed_for(entry: str, dtype: str) -> int:
+    """A seed that depends on the row only (not on the order rows run in, nor on the worker)."""
+    return int.from_bytes(hashlib.sha256(f"{entry}/{dtype}".encode()).digest()[:4], "little")
+
+
+@dataclasses.dataclass
+class Verdict:
+    """One row of the table. ``detail``: the reason (break rule, fallback, exception, max error);
+    ``sample``: the sample it concerns; ``samples``: samples compared; ``tolerance``: (rtol, atol)
+    and where it came from."""
+
+    entry: str
+    dtype: str
+    verdict: str
+    detail: str = ""
+    sample: str = ""
+    samples: int = 0
+    tolerance: str = ""
+    evidence: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+# --- tolerances -------------------------------------------------------------------------------------
+
+
+def declared_tolerance(opinfo: Any, dtype: Any) -> tuple[float, float] | None:
+    """The loosest (rtol, atol) the entry's own decorators declare for ``dtype`` on the CPU
+    (``toleranceOverride`` in a ``DecorateInfo``), or ``None``."""
+    from torch.testing._internal.common_device_type import toleranceOverride
+
+    found: tuple[float, float] | None = None
+    for info in getattr(opinfo, "decorators", ()) or ():
+        if getattr(info, "device_type", None) not in (None, "cpu"):
+            continue
+        if getattr(info, "dtypes", None) is not None and dtype not in info.dtypes:
+            continue
+        for deco in getattr(info, "decorators", ()) or ():
+            if isinstance(deco, toleranceOverride) and dtype in deco.d:
+                tol = deco.d[dtype]
+                found = (max(tol.rtol, found[0]), max(tol.atol, found[1])) if found else (tol.rtol, tol.atol)
+    return found
+
+
+def tolerance_for(opinfo: Any, dtype: Any) -> tuple[float, float, str]:
+    """(rtol, atol, source): the entry's declared tolerance, else the suite's for the dtype under
+    the implementation's declared precision (conformance/harness/tolerances.py; integers and
+    bools exact)."""
+    from conformance.harness.tolerances import tolerance
+
+    declared = declared_tolerance(opinfo, dtype)
+    if declared is not None:
+        return declared[0], declared[1], "OpInfo"
+    rtol, atol = tolerance(dtype)
+    return rtol, atol, "suite"
+
+
+# --- comparing ----------------------------------------------------------------------------------------
+
+
+def _describe(value: Any) -> str:
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return f"{str(value.dtype).removeprefix('torch.')}{list(value.shape)}"
+    if isinstance(value, (list, tuple)):
+        inner = ", ".join(_describe(v) for v in value[:6]) + (", ..." if len(value) > 6 else "")
+        return f"[{inner}]" if isinstance(value, list) else f"({inner})"
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def describe_sample(sample: Any) -> str:
+    """``input=float32[3, 4] args=(2,) kwargs={'dim': 1}``: enough to find the sample again."""
+    parts = [f"input={_describe(sample.input)}"]
+    if sample.args:
+        parts.append(f"args={_describe(tuple(sample.args))}")
+    if sample.kwargs:
+        parts.append("kwargs={" + ", ".join(f"{k!r}: {_describe(v)}" for k, v in sample.kwargs.items()) + "}")
+    return " ".join(parts)
+
+
+def mismatch(actual: Any, expected: Any, rtol: float, atol: float, *, values: bool = True) -> str | None:
+    """Why ``actual`` differs from ``expected`` (structure, shape, dtype or values past the
+    tolerance, with the max absolute error), or ``None``."""
+    import torch
+    from torch.utils import _pytree as pytree
+
+    got, got_spec = pytree.tree_flatten(actual)
+    want, want_spec = pytree.tree_flatten(expected)
+    if got_spec != want_spec:
+        return f"structure {got_spec} != eager's {want_spec}"
+    for index, (a, e) in enumerate(zip(got, want)):
+        where = f"output {index}: " if len(want) > 1 else ""
+        if not isinstance(e, torch.Tensor):
+            if isinstance(e, float) and isinstance(a, float) and (math.isclose(a, e, rel_tol=rtol, abs_tol=atol) or (a != a and e != e)):
+                continue
+            if a != e:
+                return f"{where}{a!r} != eager's {e!r}"
+            continue
+        if not isinstance(a, torch.Tensor):
+            return f"{where}{type(a).__name__} where eager returns a tensor"
+        if a.shape != e.shape:
+            return f"{where}shape {list(a.shape)} != eager's {list(e.shape)}"
+        if a.dtype != e.dtype:
+            return f"{where}dtype {str(a.dtype).removeprefix('torch.')} != eager's {str(e.dtype).removeprefix('torch.')}"
+        if not values or e.numel() == 0:
+            continue
+        a, e = a.detach().cpu(), e.detach().cpu()
+        if e.is_complex():
+            a, e = torch.view_as_real(a.resolve_conj()), torch.view_as_real(e.resolve_conj())
+        if e.dtype == torch.bool or not (e.is_floating_point() or e.is_complex()):
+            differs = a != e
+            if bool(differs.any()):
+                wide = (a.to(torch.float64) - e.to(torch.float64)).abs().max().item()
+                return f"{where}{int(differs.sum())} of {e.numel()} elements differ (max abs error {wide:.4g}, exact compare)"
+            continue
+        a64, e64 = a.to(torch.float64), e.to(torch.float64)
+        close = torch.isclose(a64, e64, rtol=rtol, atol=atol, equal_nan=True)
+        if not bool(close.all()):
+            err = (a64 - e64).abs()
+            err = torch.where(torch.isnan(err), torch.full_like(err, math.inf), err)
+            return (f"{where}{int((~close).sum())} of {e.numel()} elements differ: max abs error "
+                    f"{err.max().item():.4g} (rtol {rtol:g}, atol {atol:g})")
+    return None
+
+
+# --- running one row --------------------------------------------------------------------------------
+
+
+def samples_for(opinfo: Any, dtype: Any, seed: int, limit: int = MAX_SAMPLES) -> list[Any]:
+    """The first ``limit`` CPU samples of the entry for ``dtype``, made under ``seed``."""
+    import itertools
+
+    import torch
+
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        return list(itertools.islice(opinfo.sample_inputs("cpu", dtype, requires_grad=False), limit))
+
+
+def _clone(value: Any) -> Any:
+    import torch
+    from torch.utils import _pytree as pytree
+
+    return pytree.tree_map(lambda v: v.clone() if isinstance(v, torch.Tensor) else v, value)
+
+
+def _call(fn: Callable, sample: Any, seed: int) -> Any:
+    import torch
+
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        return fn(_clone(sample.input), *_clone(tuple(sample.args)), **_clone(dict(sample.kwargs)))
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    line = text[0] if text else ""
+    return f"{type(exc).__name__}: {line[:300]}" if line else type(exc).__name__
+
+
+def _graph_breaks() -> dict[str, int]:
+    from torch._dynamo.utils import counters
+
+    return dict(counters["graph_break"])
+
+
+def one_op(op: Callable) -> Callable:
+    """The function the lane compiles: a call of the entry's op and nothing else."""
+
+    def op_under_test(*args: Any, **kwargs: Any) -> Any:
+        return op(*args, **kwargs)
+
+    return op_under_test
+
+
+def run_op(impl: Implementation, opinfo: Any, dtype_name: str, *, limit: int = MAX_SAMPLES) -> Verdict:
+    """Compile the entry's op for ``dtype_name`` through ``impl.compile`` and give its verdict.
+
+    Raises :class:`NotSupported` when the adapter does (the row is then *not supported*)."""
+    import torch
+
+    dtype = getattr(torch, dtype_name)
+    entry = entry_id(opinfo)
+    seed = seed_for(entry, dtype_name)
+    rtol, atol, source = tolerance_for(opinfo, dtype)
+    row = Verdict(entry, dtype_name, MATCHES, tolerance=f"rtol {rtol:g}, atol {atol:g} ({source})")
+    samples = samples_for(opinfo, dtype, seed, limit)
+    if not samples:
+        row.verdict, row.detail = NOT_SUPPORTED, "OpInfo has no CPU sample for this dtype"
+        return row
+    impl.reset()
+    compiled = impl.compile(one_op(opinfo.op))
+    breaks_before = _graph_breaks()
+    wrong: tuple[str, str] | None = None
+    import torch._dynamo.config as dynamo_config
+
+    with impl.evidence() as ev, dynamo_config.patch(recompile_limit=max(8, 2 * limit), accumulated_recompile_limit=4096):
+        for index, sample in enumerate(samples):
+            where = f"sample {index}: {describe_sample(sample)}"
+            try:
+                expected = _call(opinfo.op, sample, seed + index)
+            except Exception as exc:  # noqa: BLE001 - eager itself rejects the sample: nothing to compare
+                row.samples = index
+                if index == 0:
+                    row.verdict, row.detail, row.sample = NOT_SUPPORTED, f"eager raises on the sample: {_first_line(exc)}", where
+                    return row
+                break
+            # a random op gives another result on each call: compare its structure, not its values
+            random = mismatch(_call(opinfo.op, sample, seed + index + 1), expected, rtol, atol) is not None
+            try:
+                actual = _call(compiled, sample, seed + index)
+            except NotSupported:
+                raise
+            except Exception as exc:  # noqa: BLE001 - whatever the implementation raises is the verdict
+                row.verdict, row.detail, row.sample, row.samples = ERROR, _first_line(exc), where, index + 1
+                break
+            row.samples = index + 1
+            why = mismatch(actual, expected, rtol, atol, values=not random)
+            if why is not None and wrong is None:
+                wrong = (why, where)
+    row.evidence = ev.refresh().as_dict()
+    if row.verdict == ERROR:
+        return row
+    new_breaks = {k: v for k, v in _graph_breaks().items() if v > breaks_before.get(k, 0)}
+    if wrong is not None:
+        row.verdict, (row.detail, row.sample) = WRONG, wrong
+    elif new_breaks:
+        rule = " ".join(next(iter(new_breaks)).split())
+        row.verdict, row.detail = GRAPH_BREAK, rule[:300]
+    else:
+        short = ev.shortfall(require_compile=True)
+        if short is not None:
+            row.verdict, row.detail = FELL_BACK, short[:300]
+    return row
+
+
+def iter_rows(names: Sequence[str] | None = None) -> Iterator[tuple[str, str]]:
+    """Every (entry, dtype) row the lane runs: each entry's CPU dtypes of :data:`DTYPES`."""
+    table = entries()
+    for name in names if names is not None else table:
+        for dtype in cpu_dtypes(table[name]):
+            yield name, dtype

@@ -1,0 +1,272 @@
+"""The op lane's tables: ``reports/<impl>/<lane>/ops.md`` and ``ops.json``, made from the verdicts
+the lane's tests leave in ``op-verdicts/``, and their checked-in copies ``docs/support/<impl>-ops.md``
+and ``.json``.
+
+::
+
+    python -m conformance.reporting.ops_table [--spec SPEC]            # write reports/<impl>/ops/ops.md, ops.json
+    python -m conformance.reporting.ops_table [--spec SPEC] --docs     # and the docs/support/ copies
+    python -m conformance.reporting.ops_table [--spec SPEC] --check    # a fresh full run against the copy
+
+The table lists the rows a team acts on first (wrong, error, fell back), then graph breaks, skips,
+and a compact op x dtype grid of every row. ``--check`` runs the whole lane in a child pytest as
+another machine would (another reported host, another TMPDIR and cache home) and compares each
+row's verdict with the checked-in JSON; the details (max errors, messages) are shown but not
+compared, since a max error depends on the host's vector width.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any, Iterable
+
+from conformance.harness.implementation import Implementation
+from conformance.harness.opinfo import DTYPES, MAX_SAMPLES, VERDICTS, Verdict
+
+VERDICT_DIR = "op-verdicts"
+_PACKAGE = Path(__file__).resolve().parent.parent
+_ROOT = _PACKAGE.parent
+DOCS = _ROOT / "docs" / "support"
+KNOWN = _PACKAGE / "expected" / "ops"
+_MARK = {"matches": "ok", "graph break": "break", "fell back": "fallback", "wrong": "WRONG", "error": "ERROR",
+         "not supported": "skip"}
+
+
+class OpsTableError(RuntimeError):
+    """The verdicts or the known-rows file cannot make a table; the message says what to fix."""
+
+
+def _owner(impl: Implementation | str) -> str:
+    """Whose table and known rows apply: a selfcheck mutant of the reference is held to the reference's."""
+    if isinstance(impl, str):
+        return impl
+    return impl.snapshots_of or impl.name
+
+
+def known_file(impl: Implementation | str) -> Path:
+    return KNOWN / f"{_owner(impl)}.txt"
+
+
+def known_rows(impl: Implementation | str) -> dict[tuple[str, str], str]:
+    """``{(entry, dtype): cause}`` from ``conformance/expected/ops/<impl>.txt`` (one ``entry dtype
+    # cause`` a line); empty when the file does not exist."""
+    path = known_file(impl)
+    if not path.is_file():
+        return {}
+    out = {}
+    for number, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        row, _, cause = line.partition("#")
+        words = row.split()
+        if len(words) != 2 or not cause.strip():
+            raise OpsTableError(f"{path}:{number}: expected 'entry dtype  # cause', got {raw!r}")
+        out[(words[0], words[1])] = cause.strip()
+    return out
+
+
+def _checked_in(owner: str) -> dict[tuple[str, str], str]:
+    path = DOCS / f"{owner}-ops.json"
+    if not path.is_file():
+        return {}
+    data = json.loads(path.read_text(encoding="utf-8"))
+    return {(r["entry"], r["dtype"]): r["verdict"] for r in data["rows"]}
+
+
+_CHECKED_IN: dict[str, dict[tuple[str, str], str]] = {}
+
+
+def checked_in_verdict(impl: Implementation | str, entry: str, dtype: str) -> str | None:
+    """The verdict of the row in the checked-in table of ``impl`` (``None``: no table or no row)."""
+    owner = _owner(impl)
+    if owner not in _CHECKED_IN:
+        _CHECKED_IN[owner] = _checked_in(owner)
+    return _CHECKED_IN[owner].get((entry, dtype))
+
+
+def record(report_dir: Path, row: Verdict) -> None:
+    """Leave one row's verdict where the table is made from (one file per row: workers never share one)."""
+    out = Path(report_dir) / VERDICT_DIR
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{row.entry}@{row.dtype}.json").write_text(json.dumps(row.as_dict(), sort_keys=True), encoding="utf-8")
+
+
+def _clean(text: str) -> str:
+    """A detail without what changes from run to run: the reference's graph names carry a counter."""
+    text = re.sub(r"graph '[^']*'", "graph", text)
+    return " ".join(text.split())
+
+
+def collect(report_dir: Path) -> list[dict[str, Any]]:
+    rows = []
+    for path in sorted((Path(report_dir) / VERDICT_DIR).glob("*.json")):
+        row = json.loads(path.read_text(encoding="utf-8"))
+        row["detail"] = _clean(row["detail"])
+        rows.append(row)
+    if not rows:
+        raise OpsTableError(f"no verdicts in {Path(report_dir) / VERDICT_DIR}; run the op lane first (make ops)")
+    return rows
+
+
+def build(rows: Iterable[dict[str, Any]], impl: str, *, partial: str = "") -> dict[str, Any]:
+    """The table's JSON: counts per verdict and per dtype, every row (sorted: the rows to act on first)."""
+    rows = sorted(rows, key=lambda r: (VERDICTS.index(r["verdict"]), r["entry"], DTYPES.index(r["dtype"])))
+    known = known_rows(impl)
+    for r in rows:
+        cause = known.get((r["entry"], r["dtype"]))
+        if cause:
+            r["known"] = cause
+        r.pop("evidence", None)
+    counts = collections.Counter(r["verdict"] for r in rows)
+    per_dtype = {d: dict(collections.Counter(r["verdict"] for r in rows if r["dtype"] == d)) for d in DTYPES}
+    return {
+        "implementation": impl,
+        "entries": len({r["entry"] for r in rows}),
+        "rows": rows,
+        "counts": {v: counts.get(v, 0) for v in VERDICTS},
+        "per_dtype": {d: c for d, c in per_dtype.items() if c},
+        "samples_per_row": MAX_SAMPLES,
+        "partial": partial,
+    }
+
+
+def render(table: dict[str, Any]) -> str:
+    impl, rows = table["implementation"], table["rows"]
+    lines = [f"# Op support of {impl} (torch OpInfo, CPU)", ""]
+    if table.get("partial"):
+        lines += [f"**Partial:** {table['partial']}", ""]
+    lines += [
+        f"{table['entries']} OpInfo entries, {len(rows)} (entry, dtype) rows; up to {table['samples_per_row']} samples "
+        "a row, each compiled through the adapter and compared with eager (the OpInfo's tolerance where it "
+        "declares one, else the suite's for the dtype; integers and bools exact).",
+        "",
+        "| verdict | " + " | ".join(DTYPES) + " | all |",
+        "|---|" + "---|" * (len(DTYPES) + 1),
+    ]
+    for v in VERDICTS:
+        cells = [str(table["per_dtype"].get(d, {}).get(v, 0)) for d in DTYPES]
+        lines.append(f"| {v} | " + " | ".join(cells) + f" | {table['counts'][v]} |")
+    act = [r for r in rows if r["verdict"] in ("wrong", "error", "fell back")]
+    lines += ["", "## Rows to act on (wrong, error, fell back)", ""]
+    if act:
+        lines += ["| entry | dtype | verdict | detail | sample | known cause |", "|---|---|---|---|---|---|"]
+        for r in act:
+            lines.append(f"| {r['entry']} | {r['dtype']} | {r['verdict']} | {_cell(r['detail'])} | {_cell(r['sample'])} | "
+                         f"{_cell(r.get('known', ''))} |")
+    else:
+        lines.append("None.")
+    breaks = [r for r in rows if r["verdict"] == "graph break"]
+    if breaks:
+        lines += ["", "## Graph breaks (the op ran outside the compiled graph; its result matches eager)", "",
+                  "| entry | dtype | rule |", "|---|---|---|"]
+        lines += [f"| {r['entry']} | {r['dtype']} | {_cell(r['detail'])} |" for r in breaks]
+    skips = [r for r in rows if r["verdict"] == "not supported"]
+    if skips:
+        lines += ["", "## Not supported (skipped)", "", "| entry | dtype | why |", "|---|---|---|"]
+        lines += [f"| {r['entry']} | {r['dtype']} | {_cell(r['detail'])} |" for r in skips]
+    grid: dict[str, dict[str, str]] = collections.defaultdict(dict)
+    for r in rows:
+        grid[r["entry"]][r["dtype"]] = _MARK[r["verdict"]]
+    lines += ["", "## Every entry", "", "| entry | " + " | ".join(DTYPES) + " |", "|---|" + "---|" * len(DTYPES)]
+    for entry in sorted(grid):
+        lines.append(f"| {entry} | " + " | ".join(grid[entry].get(d, "") for d in DTYPES) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _cell(text: str) -> str:
+    text = text.replace("|", "\\|")
+    return text if len(text) <= 160 else text[:157] + "..."
+
+
+def write(report_dir: Path, impl: str, *, docs: bool = False, partial: str = "") -> dict[str, Any]:
+    table = build(collect(report_dir), impl, partial=partial)
+    text, data = render(table), json.dumps(table, indent=1, sort_keys=True) + "\n"
+    (Path(report_dir) / "ops.md").write_text(text, encoding="utf-8")
+    (Path(report_dir) / "ops.json").write_text(data, encoding="utf-8")
+    if docs:
+        header = f"<!-- Generated from reports/{impl}/ops/ops.md by `make ops-docs`; regenerate, do not edit. -->\n"
+        (DOCS / f"{impl}-ops.md").write_text(header + text, encoding="utf-8")
+        (DOCS / f"{impl}-ops.json").write_text(data, encoding="utf-8")
+    return table
+
+
+def drift(checked_in: dict[str, Any], fresh: dict[str, Any]) -> list[str]:
+    """One line per row whose verdict differs (or that only one of the two tables has)."""
+    old = {(r["entry"], r["dtype"]): r for r in checked_in["rows"]}
+    new = {(r["entry"], r["dtype"]): r for r in fresh["rows"]}
+    out = []
+    for key in sorted(old.keys() | new.keys()):
+        a, b = old.get(key), new.get(key)
+        if a is None or b is None or a["verdict"] != b["verdict"]:
+            was = a["verdict"] if a else "absent"
+            now = f"{b['verdict']} ({b['detail'][:120]})" if b else "absent"
+            out.append(f"{key[0]} {key[1]}: checked in {was}, fresh run {now}")
+    return out
+
+
+def check(impl: str, spec: str, jobs: str) -> int:
+    """Run the whole lane against ``spec`` as another machine would and compare with the copy."""
+    path = DOCS / f"{impl}-ops.json"
+    if not path.is_file():
+        print(f"ops-drift: no checked-in table {path}; run `make ops-docs` first")
+        return 1
+    with tempfile.TemporaryDirectory(prefix=f"ops-{impl}-") as scratch:
+        home = Path(scratch)
+        (home / "tmp").mkdir()
+        (home / "cache").mkdir()
+        env = {**os.environ, "CONFORMANCE_OPS": "all", "NEURON_REFERENCE_HOST_IDENTITY": "x86_64:ops-drift check, another CPU model",
+               "TMPDIR": str(home / "tmp"), "XDG_CACHE_HOME": str(home / "cache")}
+        cmd = [sys.executable, "-m", "pytest", "conformance/tests/test_ops.py", "--conformance-impl", spec,
+               "--conformance-report-dir", scratch, "--conformance-lane", "ops", "-q", "-p", "no:cacheprovider",
+               "-o", "addopts=", "-n", jobs]
+        proc = subprocess.run(cmd, cwd=_ROOT, env=env, capture_output=True, text=True)
+        try:
+            fresh = build(collect(home / impl / "ops"), impl)
+        except OpsTableError as exc:
+            print(f"ops-drift: {exc}\n{proc.stdout[-3000:]}{proc.stderr[-3000:]}")
+            return 1
+    lines = drift(json.loads(path.read_text(encoding="utf-8")), fresh)
+    for line in lines:
+        print(f"ops-drift: {line}")
+    print(f"ops-drift: {impl}: {len(lines)} row(s) differ from {path.relative_to(_ROOT)}")
+    return 1 if lines else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m conformance.reporting.ops_table", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--spec", default=None, help="the implementation (package.module:factory; default the reference)")
+    parser.add_argument("--report-dir", type=Path, default=None, help="reports/<impl>/ops, holding op-verdicts/")
+    parser.add_argument("--clear", action="store_true", help="remove the previous run's verdicts and stop")
+    parser.add_argument("--docs", action="store_true", help="also write docs/support/<impl>-ops.md and .json")
+    parser.add_argument("--partial", default="", help="label the table partial, saying what it covers")
+    parser.add_argument("--check", action="store_true", help="run the whole lane fresh and compare with the copy")
+    parser.add_argument("-n", "--jobs", default="2")
+    args = parser.parse_args(argv)
+    from conformance.harness.implementation import DEFAULT_IMPL, load_implementation
+
+    spec = args.spec or DEFAULT_IMPL
+    impl = _owner(load_implementation(spec))
+    report_dir = args.report_dir or Path("reports") / impl / "ops"
+    if args.clear:
+        shutil.rmtree(report_dir / VERDICT_DIR, ignore_errors=True)
+        return 0
+    if args.check:
+        return check(impl, spec, args.jobs)
+    table = write(report_dir, impl, docs=args.docs, partial=args.partial)
+    print(f"ops-table: {impl}: {table['entries']} entries, {len(table['rows'])} rows, "
+          + ", ".join(f"{v} {n}" for v, n in table["counts"].items()) + f"; {report_dir}/ops.md")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

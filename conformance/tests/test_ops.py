@@ -1,0 +1,99 @@
+"""The op lane: every OpInfo entry of torch's ``op_db`` with CPU samples, for float32, float16,
+bfloat16, int64 and bool where the entry supports them, compiled through the adapter's ``compile``
+and compared with eager (conformance/harness/opinfo.py runs a row and gives its verdict).
+
+One test per (entry, dtype). Its outcome follows the verdict: *matches* and *graph break* (the op
+ran outside the compiled graph by one of the implementation's or Dynamo's rules, and its result
+still matches eager) pass; *wrong* and *error* fail; *fell back* ends ``fell back`` (the suite's
+outcome for work that silently left the compiled path); *not supported* (the adapter raised
+``NotSupported``, or OpInfo has no CPU sample) skips. A row listed in the implementation's
+known-rows file (``conformance/expected/ops/<impl>.txt``: ``entry dtype  # cause``) is an expected
+failure naming its cause, and a listed row that now matches fails until the line is removed.
+
+For the reference, the verdict must also be the one in the checked-in table
+(``docs/support/reference-ops.json``): a row whose verdict changed is drift, and the test says to
+regenerate the table with ``make ops-docs``. The full table's drift is ``make ops-drift``.
+
+``make test`` runs a deterministic sample (:data:`SAMPLE_EVERY`, by a hash of the row, plus
+:data:`PINNED`); ``make ops`` (``CONFORMANCE_OPS=all``) runs every row and writes
+``reports/<impl>/ops/ops.md`` and ``ops.json``. Each test leaves its verdict in
+``reports/<impl>/<lane>/op-verdicts/``, which the table is made from.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from conformance.harness import opinfo
+from conformance.harness.env import ops_selection
+from conformance.harness.implementation import Implementation
+from conformance.harness.outcomes import FellBack
+from conformance.plugin import SUITE
+from conformance.reporting import ops_table
+
+pytestmark = pytest.mark.contract("ops")
+
+#: ``make test`` runs the rows whose seed is divisible by this (about 1 in 100: 26 of 2591 rows).
+SAMPLE_EVERY = 100
+#: Rows ``make test`` runs besides the sample, each with why: the selfcheck's op mutant breaks
+#: int64 remainder, and the sample must be able to catch it.
+PINNED = {("remainder", "int64"): "the selfcheck mutant 'remainder_truncates' breaks this row"}
+
+
+#: A known row whose cause starts with this is not run (see the test).
+CRASH = "crash:"
+
+
+def _selected() -> list[tuple[str, str]]:
+    every, dtypes = ops_selection()
+    rows = list(opinfo.iter_rows())
+    if dtypes:
+        rows = [r for r in rows if r[1] in dtypes]
+    if every:
+        return rows
+    return [r for r in rows if opinfo.seed_for(*r) % SAMPLE_EVERY == 0 or r in PINNED]
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "op_row" in metafunc.fixturenames:
+        try:
+            rows = _selected()
+        except opinfo.OpLaneUnavailable as exc:
+            metafunc.parametrize("op_row", [pytest.param(None, marks=pytest.mark.skip(reason=str(exc)))], ids=["op_db"])
+            return
+        metafunc.parametrize("op_row", rows, ids=[f"{e}-{d}" for e, d in rows])
+
+
+def test_op_matches_eager(op_row: tuple[str, str], impl: Implementation, pytestconfig: pytest.Config) -> None:
+    entry, dtype = op_row
+    suite = pytestconfig.stash[SUITE]
+    known = ops_table.known_rows(impl)
+    cause = known.get((entry, dtype))
+    if cause is not None and cause.startswith(CRASH):
+        # a row known to kill the process is not run again: it would take the worker (and, in
+        # make test, the other tests queued on it) down with it
+        ops_table.record(suite.report_dir(), opinfo.Verdict(entry, dtype, opinfo.ERROR, opinfo.CRASHED))
+        pytest.xfail(f"known, not run: {cause}")
+    # recorded before the run too, so a row whose run kills the worker (a segmentation fault in a
+    # runtime) still has its verdict in the table
+    ops_table.record(suite.report_dir(), opinfo.Verdict(entry, dtype, opinfo.ERROR, opinfo.CRASHED))
+    row = opinfo.run_op(impl, opinfo.entries()[entry], dtype)
+    ops_table.record(suite.report_dir(), row)
+    bad = row.verdict in (opinfo.WRONG, opinfo.ERROR, opinfo.FELL_BACK)
+    checked_in = ops_table.checked_in_verdict(impl, entry, dtype)
+    if checked_in is not None and checked_in != row.verdict:
+        pytest.fail(f"{entry} {dtype}: the checked-in table (docs/support/) says {checked_in!r}, this run "
+                    f"{row.verdict!r}: {row.detail} [{row.sample}]; if intended, run `make ops-docs` and commit")
+    if cause is not None:
+        if not bad:
+            pytest.fail(f"{entry} {dtype} is listed as known ({cause}) but now {row.verdict}; "
+                        f"remove its line from {ops_table.known_file(impl)}")
+        pytest.xfail(f"known ({cause}); {row.verdict}: {row.detail}")
+    if row.verdict == opinfo.NOT_SUPPORTED:
+        pytest.skip(row.detail)
+    if row.verdict == opinfo.FELL_BACK:
+        raise FellBack(row.detail)
+    assert row.verdict in (opinfo.MATCHES, opinfo.GRAPH_BREAK), f"{row.verdict}: {row.detail} [{row.sample}]"

@@ -1,0 +1,95 @@
+"""The op lane's verdict logic and tables, without compiling: comparing with eager, the table's
+order and counts, the drift between two tables, the known-rows file."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from conformance.harness import opinfo
+from conformance.reporting import ops_table
+
+
+def test_mismatch_holds_integers_exact_and_floats_to_the_tolerance():
+    assert opinfo.mismatch(torch.tensor([2, -2]), torch.tensor([2, -2]), 0, 0) is None
+    why = opinfo.mismatch(torch.tensor([-1, 1]), torch.tensor([2, -2]), 0, 0)
+    assert why is not None and "2 of 2 elements differ" in why and "max abs error 3" in why
+    assert opinfo.mismatch(torch.tensor([1.0, float("nan")]), torch.tensor([1.00001, float("nan")]), 1e-4, 1e-5) is None
+    why = opinfo.mismatch(torch.tensor([1.0, 2.0]), torch.tensor([1.0, 2.1]), 1e-4, 1e-5)
+    assert why is not None and "max abs error 0.1" in why
+    # a NaN where eager has a number is wrong, and its error reads inf
+    why = opinfo.mismatch(torch.tensor([float("nan")]), torch.tensor([1.0]), 1e-4, 1e-5)
+    assert why is not None and "inf" in why
+
+
+def test_mismatch_names_dtype_shape_and_structure():
+    assert "dtype float32 != eager's int64" in opinfo.mismatch(torch.zeros(2), torch.zeros(2, dtype=torch.int64), 0, 0)
+    assert "shape [3] != eager's [2]" in opinfo.mismatch(torch.zeros(3), torch.zeros(2), 0, 0)
+    assert "structure" in opinfo.mismatch((torch.zeros(1),), (torch.zeros(1), torch.zeros(1)), 0, 0)
+    # a random op: structure only
+    assert opinfo.mismatch(torch.ones(2), torch.zeros(2), 0, 0, values=False) is None
+
+
+def test_the_seed_depends_on_the_row_only():
+    assert opinfo.seed_for("add", "float32") == opinfo.seed_for("add", "float32")
+    assert opinfo.seed_for("add", "float32") != opinfo.seed_for("add", "int64")
+
+
+def _row(entry, dtype, verdict, detail=""):
+    return {"entry": entry, "dtype": dtype, "verdict": verdict, "detail": detail, "sample": "", "samples": 1,
+            "tolerance": "", "evidence": {}}
+
+
+def test_the_table_lists_rows_to_act_on_first_and_counts_per_dtype():
+    rows = [_row("add", "float32", "matches"), _row("remainder", "int64", "wrong", "1 of 1 elements differ"),
+            _row("sort", "float32", "graph break", "sort breaks"), _row("sum", "bfloat16", "error", "RuntimeError: x")]
+    table = ops_table.build(rows, "nobody")
+    assert [r["verdict"] for r in table["rows"]] == ["wrong", "error", "graph break", "matches"]
+    assert table["counts"]["wrong"] == 1 and table["counts"]["matches"] == 1
+    assert table["per_dtype"]["int64"] == {"wrong": 1}
+    text = ops_table.render(table)
+    act = text.index("## Rows to act on")
+    assert text.index("| remainder | int64 | wrong |") > act
+    assert "| add | ok |" in text
+
+
+def test_drift_names_each_row_whose_verdict_changed():
+    old = ops_table.build([_row("add", "float32", "matches"), _row("mul", "int64", "matches")], "x")
+    new = ops_table.build([_row("add", "float32", "wrong", "differ"), _row("mul", "int64", "matches"),
+                           _row("neg", "bool", "error")], "x")
+    lines = ops_table.drift(old, new)
+    assert lines == ["add float32: checked in matches, fresh run wrong (differ)",
+                     "neg bool: checked in absent, fresh run error ()"]
+    assert ops_table.drift(old, old) == []
+
+
+def test_known_rows_need_a_cause(tmp_path, monkeypatch):
+    monkeypatch.setattr(ops_table, "KNOWN", tmp_path)
+    (tmp_path / "someone.txt").write_text("# comment\nremainder int64  # the cause\n", encoding="utf-8")
+    assert ops_table.known_rows("someone") == {("remainder", "int64"): "the cause"}
+    (tmp_path / "someone.txt").write_text("remainder int64\n", encoding="utf-8")
+    with pytest.raises(ops_table.OpsTableError, match="entry dtype  # cause"):
+        ops_table.known_rows("someone")
+
+
+def test_a_table_is_made_from_the_recorded_verdicts(tmp_path):
+    ops_table.record(tmp_path, opinfo.Verdict("add", "float32", "matches"))
+    ops_table.record(tmp_path, opinfo.Verdict("cat", "bool", "error", "LoweringError: graph 'g_12_inference_0': no"))
+    table = ops_table.write(tmp_path, "nobody")
+    data = json.loads((tmp_path / "ops.json").read_text())
+    assert data["entries"] == 2 and data["counts"]["error"] == 1
+    # the graph's name (a counter that changes from run to run) is not part of the table
+    assert table["rows"][0]["detail"] == "LoweringError: graph: no"
+    with pytest.raises(ops_table.OpsTableError, match="make ops"):
+        ops_table.collect(tmp_path / "empty")
+
+
+def test_an_opinfo_declared_tolerance_is_read():
+    pytest.importorskip("expecttest")
+    entries = opinfo.entries()
+    declared = {name: opinfo.declared_tolerance(o, torch.float16) for name, o in entries.items()}
+    assert any(v is not None for v in declared.values())
+    rtol, atol, source = opinfo.tolerance_for(entries["abs"], torch.int64)
+    assert (rtol, atol, source) == (0.0, 0.0, "suite")
