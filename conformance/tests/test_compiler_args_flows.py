@@ -164,6 +164,18 @@ def test_in_process_outputs_match_eager(in_process, graph_type):
 
 
 
+@pytest.mark.spec("000.sites.spec-verify")
+def test_the_spec_verify_site_compiles_with_its_own_policy_branch(impl):
+    runner = impl.compiler_args().policy_runner(compiler_args=BASE)
+    resolved = runner.resolve("spec_verify")
+    assert resolved is not None and _level(resolved) == 1, resolved  # the fixture's branch for spec_verify
+    kwargs = runner.example("spec_verify")
+    record = runner.run("spec_verify", kwargs)
+    g = _one_graph(record, "spec_verify")
+    assert _starts_with(g["compiler_args"], resolved), "the spec_verify site did not compile with its resolved list"
+    assert_close(record["outputs"], runner.eager("spec_verify", runner.example("spec_verify")), what="spec_verify")
+
+
 @pytest.mark.spec("000.precedence.explicit-level-wins")
 def test_explicit_caller_level_disables_the_policy_for_every_graph(impl):
     runner = impl.compiler_args().policy_runner(compiler_args=BASE, optimization_level=2)
