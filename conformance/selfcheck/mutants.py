@@ -660,6 +660,25 @@ def compile_only_context_ignored():
 # --- adapters ---------------------------------------------------------------------------------------
 
 
+@_mutant("op lane: one op, one dtype, against eager", "conformance/tests/test_ops.py::test_op_matches_eager[remainder-int64]",
+         r"elements differ")
+def remainder_truncates():
+    """int64 ``remainder`` rounds toward zero (C's ``fmod``: the sign of the dividend, ``-7 % 3``
+    is -1, not 2); floats and every other op are untouched."""
+    import torch
+
+    decompositions = _module("reference.lowering.decompositions")
+    keep = decompositions.remainder
+
+    @functools.wraps(keep)
+    def truncating(x, other):
+        if torch.result_type(x, other) == torch.int64:
+            return x - other * torch.div(x, other, rounding_mode="trunc")
+        return keep(x, other)
+
+    decompositions.remainder = truncating
+
+
 class MutantImplementation(ReferenceImplementation):
     #: a mutant is checked against the reference's goldens
     snapshots_of = "reference"
