@@ -32,6 +32,7 @@ M = CUDAGraphMode
         (M.FULL_AND_TR_HYBRID, (2, 1), M.FULL, M.TR_HYBRID, True, True, True, M.FULL),
     ],
 )
+@pytest.mark.spec("004.modes.helpers", "004.modes.full-decode-only")
 def test_graph_mode_helpers_follow_the_table(mode, value, decode, mixed, separate, full, tr_hybrid, highest):
     assert mode.value == value
     assert mode.decode_mode() is decode
@@ -43,6 +44,7 @@ def test_graph_mode_helpers_follow_the_table(mode, value, decode, mixed, separat
 
 
 @pytest.mark.parametrize("given_value, expected", [("full", M.FULL), ("FULL_DECODE_ONLY", M.FULL_DECODE_ONLY), (1, M.TR_HYBRID), ([2, 1], M.FULL_AND_TR_HYBRID), (M.NONE, M.NONE)])
+@pytest.mark.spec("004.modes.values")
 def test_graph_mode_parse_accepts_names_values_and_members(given_value, expected):
     assert M.parse(given_value) is expected
 
@@ -53,12 +55,14 @@ def test_graph_mode_parse_lists_the_choices(bad):
         M.parse(bad)
 
 
+@pytest.mark.spec("004.levels.names")
 def test_levels_have_the_seed_names():
     assert [(level.name, int(level)) for level in CompilationLevel] == [
         ("NO_COMPILATION", 0), ("DYNAMO_AS_IS", 1), ("DYNAMO_ONCE", 2), ("PIECEWISE", 3),
     ]
 
 
+@pytest.mark.spec("004.config.defaults")
 def test_every_field_of_the_table_has_its_default():
     defaults = {f.name: (f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default) for f in dataclasses.fields(CompilationConfig)}
     assert defaults == {
@@ -73,6 +77,7 @@ def test_every_field_of_the_table_has_its_default():
     assert config.compilation_config == dataclasses.replace(CompilationConfig(), cudagraph_mode=M.NONE)
 
 
+@pytest.mark.spec("004.levels.level-3-post-init", "004.levels.level-3-splitting-ops", "004.levels.level-3-tr-hybrid-default")
 def test_level_3_resolves_ops_sizes_mode_and_compile_sizes_in_order():
     config = Config(compilation_config=CompilationConfig(level=3, compile_sizes=["cudagraph_capture_sizes", 1000]), max_num_seqs=1024)
     cc = config.compilation_config
@@ -82,21 +87,25 @@ def test_level_3_resolves_ops_sizes_mode_and_compile_sizes_in_order():
     assert cc.resolved_compile_sizes == sorted(set(config.capture_sizes) | {1000})
 
 
+@pytest.mark.spec("004.capture.sizes-explicit-or-ladder")
 def test_explicit_capture_sizes_override_and_are_sorted():
     config = Config(compilation_config=CompilationConfig(level=3, cudagraph_capture_sizes=[8, 1, 4], cuda_graph_sizes=[64]))
     assert config.capture_sizes == [1, 4, 8]
 
 
+@pytest.mark.spec("004.capture.several-sizes-as-given")
 def test_several_cuda_graph_sizes_are_used_as_given():
     assert Config(compilation_config=CompilationConfig(level=3, cuda_graph_sizes=[3, 1, 24])).capture_sizes == [1, 3, 24]
 
 
+@pytest.mark.spec("004.levels.level-3-tr-hybrid-default", "004.replay.enforce-eager")
 def test_a_chosen_mode_is_kept_and_enforce_eager_turns_graphs_off():
     assert Config(compilation_config=CompilationConfig(level=3, cudagraph_mode="FULL")).compilation_config.cudagraph_mode is M.FULL
     assert Config(enforce_eager=True, compilation_config=CompilationConfig(level=3)).compilation_config.cudagraph_mode is M.NONE
 
 
 @given(st.integers(min_value=1, max_value=4096))
+@pytest.mark.spec("004.capture.default-ladder")
 def test_the_generated_ladder(largest):
     sizes = default_capture_sizes(largest)
     assert sizes[:8] == list(range(1, 9))
@@ -131,10 +140,12 @@ def test_bad_fields_raise_a_typed_error_naming_the_field(kwargs, field):
     assert str(info.value).startswith(field)
 
 
+@pytest.mark.spec("004.customop.splitting-op")
 def test_a_registered_op_is_a_valid_splitting_op():
     assert CompilationConfig(splitting_ops=["aten.mm"]).splitting_ops == ["aten.mm"]
 
 
+@pytest.mark.spec("004.capture.max-num-seqs")
 def test_capture_sizes_above_max_num_seqs_name_the_source_field():
     with pytest.raises(ConfigError) as info:
         Config(max_num_seqs=16, compilation_config=CompilationConfig(level=3, cuda_graph_sizes=[32]))
@@ -148,6 +159,7 @@ EXPECTED_PRESETS = {
 
 
 @pytest.mark.parametrize("name", PRESETS)
+@pytest.mark.spec("004.decision.presets")
 def test_presets_are_the_decision_tree_leaves(name):
     level, mode = EXPECTED_PRESETS[name]
     config = Config(compilation_config=preset(name, cudagraph_capture_sizes=[1, 2]))
@@ -155,6 +167,7 @@ def test_presets_are_the_decision_tree_leaves(name):
     assert config.compilation_config.cudagraph_mode is mode
 
 
+@pytest.mark.spec("004.decision.presets")
 def test_presets_are_fresh_and_unknown_ones_are_errors():
     assert preset("production") is not preset("production")
     assert set(PRESETS) == set(EXPECTED_PRESETS)
@@ -162,6 +175,7 @@ def test_presets_are_fresh_and_unknown_ones_are_errors():
         preset("fastest")
 
 
+@pytest.mark.spec("004.backend.cache-dir-hash")
 def test_the_hash_follows_what_is_compiled_not_where_output_goes():
     base = CompilationConfig(level=3)
     assert base.compute_hash() == CompilationConfig(level=3, cache_dir="/elsewhere", debug_dump_path="/d").compute_hash()

@@ -39,10 +39,12 @@ def _model_class():
     return atom.support_torch_compile(Scaled)
 
 
+@pytest.mark.spec("004.decorator.mark-dynamic")
 def test_dynamic_dims_come_from_tensor_annotations():
     assert decorators._dynamic_dims_from_signature(_model_class().forward) == {"x": 0, "y": 0}
 
 
+@pytest.mark.spec("004.levels.level-0-do-not-compile", "004.decision.enforce-eager-flag")
 def test_levels_0_and_1_and_enforce_eager_call_forward_directly(eager_backend):
     cls = _model_class()
     for config in (_config(0), _config(1), atom.Config(enforce_eager=True, compilation_config=atom.CompilationConfig(level=3))):
@@ -70,6 +72,7 @@ def test_init_keeps_its_own_arguments_and_gets_atom_config_only_when_it_names_it
     assert atom.support_torch_compile(Named)(atom_config=config).seen is config
 
 
+@pytest.mark.spec("004.decorator.dispatch-to-code")
 def test_first_call_compiles_once_then_dispatches_without_guards(eager_backend, tmp_path):
     torch._dynamo.reset()
     model = _model_class()(atom_config=_config(2, tmp_path))
@@ -96,6 +99,7 @@ def test_the_original_forward_comes_back_after_an_exception(eager_backend):
     assert type(model).forward.__code__ is model.original_code_object
 
 
+@pytest.mark.spec("004.levels.level-2-inductor")
 def test_level_backends():
     assert decorators.level_backend(_config(2)) == "inductor"
     assert isinstance(decorators.level_backend(_config(3, cudagraph_capture_sizes=[1])), atom.VllmBackend)

@@ -66,6 +66,7 @@ def setup():
     return model, cache, runner, pool
 
 
+@pytest.mark.spec("004.capture.max-q-len")
 def test_the_target_verifies_mtp_k_plus_one_rows_per_request_in_its_request_bucket(setup):
     model, cache, runner, _ = setup
     assert runner.req_graph.keys() == [(s, MTP_K) for s in SIZES]  # request_bucket: (running_bs, draft_num)
@@ -81,6 +82,7 @@ def test_the_target_verifies_mtp_k_plus_one_rows_per_request_in_its_request_buck
         torch.testing.assert_close(got, want, atol=ATOL, rtol=0)
 
 
+@pytest.mark.spec("004.tokengraph.drafter")
 def test_the_drafter_replays_its_passes_from_draft_graphs_in_the_one_pool(setup):
     _, _, runner, pool = setup
     assert runner.draft_graph.keys() == [(s, j) for s in SIZES for j in range(MTP_K)]
@@ -107,6 +109,7 @@ def test_a_drafter_needs_mtp_k_and_its_width(setup):
     assert err.value.field == "drafter"
 
 
+@pytest.mark.spec("004.context.no-compile-layers")
 def test_static_forward_context_feeds_no_compile_layers_of_every_step():
     seen = []
 
@@ -128,6 +131,7 @@ def test_static_forward_context_feeds_no_compile_layers_of_every_step():
     assert err.value.field == "static_forward_context"
 
 
+@pytest.mark.spec("004.tokengraph.drain-collectives")
 def test_every_recording_first_drains_pending_collectives():
     import torch.distributed as dist
 

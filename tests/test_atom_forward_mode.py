@@ -22,6 +22,7 @@ SIZES = (1, 2, 4)
 
 
 @given(st.integers(min_value=1, max_value=512))
+@pytest.mark.spec("004.keying.tbo-split")
 def test_a_bucket_splits_above_two_into_two_ranges_that_cover_it(running_bs):
     assert decode_bucket_splits(running_bs) == (running_bs > 2)
     if running_bs <= 2:
@@ -71,6 +72,7 @@ def test_decide_follows_the_mode_the_ladder_and_the_group():
     assert _decide(TR, 2, enable_tbo=True).token_graph
 
 
+@pytest.mark.spec("004.context.replay-mode")
 def test_set_forward_context_turns_a_token_graph_mode_into_replay():
     mode = _decide(TR, 2)
     with atom.in_forward_context(None, None, atom.Context(), forward_mode=mode) as fc:
@@ -129,6 +131,7 @@ def test_tbo_graphs_replay_with_the_buckets_split_and_unserved_splits_run_eagerl
     assert _step(model, cache, eager, 4, seed=4) == [2, 2]
 
 
+@pytest.mark.spec("004.keying.tbo-unserved-eager")
 def test_tbo_under_tr_hybrid_replays_unsplit_buckets_and_runs_split_ones_eagerly(model, cache):
     runner = _runner(model, cache, "TR_HYBRID", enable_tbo=True)
     with torch.no_grad():
@@ -153,6 +156,7 @@ def test_a_simulated_dp_group_replays_one_bucket_on_every_rank(model, cache):
         ranks[0].execute(torch.zeros(2, dtype=torch.long), torch.ones(2, dtype=torch.long), torch.ones(2, dtype=torch.long), num_tokens_across_dp=[1, 3])
 
 
+@pytest.mark.spec("004.tokengraph.dp-largest-bucket")
 def test_real_dp_ranks_on_gloo_replay_one_token_bucket(tmp_path):
     """Two ranks in two fresh processes, their token counts gathered over gloo on loopback: both
     replay the token bucket of the larger count (the live attention ran on its 4 rows)."""

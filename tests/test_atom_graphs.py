@@ -51,6 +51,7 @@ def _model(per_phase: bool = False):
 # --- forward context ---------------------------------------------------------------------------
 
 
+@pytest.mark.spec("004.context.fields", "004.context.context-dataclass")
 def test_forward_context_has_every_field_of_the_seed_table():
     fields = {f.name for f in dataclasses.fields(fwd.ForwardContext)}
     assert {"no_compile_layers", "attn_metadata", "kv_cache_data", "context", "dp_metadata", "spec_decode_metadata"} <= fields
@@ -59,6 +60,7 @@ def test_forward_context_has_every_field_of_the_seed_table():
     ]
 
 
+@pytest.mark.spec("004.context.lifecycle")
 def test_set_use_reset_lifecycle_is_visible_from_any_layer():
     seen = []
 
@@ -88,6 +90,7 @@ def test_a_leaked_context_is_an_error_at_the_next_set_naming_where_it_was_set():
         fwd.reset_forward_context()
 
 
+@pytest.mark.spec("004.context.lifecycle")
 def test_the_block_form_resets_on_error_and_bad_fields_are_rejected():
     with pytest.raises(ZeroDivisionError):
         with fwd.in_forward_context(None, None, fwd.Context(batch_size=1)):
@@ -149,6 +152,7 @@ def test_work_between_compiled_pieces_is_refused_and_an_eager_forward_is_one_lau
     assert whole.replay(torch.tensor([1.0, 2.0])).tolist() == [4.0, 7.0]
 
 
+@pytest.mark.spec("004.modes.eager-regions-live")
 def test_an_eager_region_inside_a_launch_makes_it_replay_live_under_tr_hybrid():
     seen = []
 
@@ -201,6 +205,7 @@ def test_the_runner_writes_each_replayed_step_padding_included_into_the_buffers_
 # --- region graphs -----------------------------------------------------------------------------
 
 
+@pytest.mark.spec("004.keying.request-bucket")
 def test_request_bucket_is_running_bs_and_draft_num():
     assert region_graph.request_bucket(4, 1) == (4, 0)
     assert region_graph.request_bucket(4, 3) == (4, 2)
@@ -208,6 +213,7 @@ def test_request_bucket_is_running_bs_and_draft_num():
         region_graph.request_bucket(4, 0)
 
 
+@pytest.mark.spec("004.pool.one-pool")
 def test_every_graph_records_into_the_one_pool_by_default():
     assert region_graph.ReqGraph().pool is region_graph.graph_pool()
     assert region_graph.TokenGraph().pool is region_graph.graph_pool()
@@ -260,6 +266,7 @@ def test_the_pool_outlives_its_recordings_a_second_runner_and_a_second_model_cap
 
 
 @pytest.mark.parametrize("per_phase", [False, True])
+@pytest.mark.spec("004.tokengraph.per-phase")
 def test_token_graph_buckets_per_phase(cache, per_phase):
     model = _model(per_phase=per_phase)
     unit = model.model
@@ -275,6 +282,7 @@ def test_token_graph_buckets_per_phase(cache, per_phase):
         graph.replay((torch.zeros(2, dtype=torch.long), torch.zeros(2, dtype=torch.long)), phase="prefill")
 
 
+@pytest.mark.spec("004.modes.eager-regions-live")
 def test_eager_regions_run_live_under_tr_hybrid_and_inline_under_full(cache):
     model = _model()
     tr = G.make_runner(ATOM, model, TR, sizes=(2, 4), cache=cache)
@@ -295,6 +303,7 @@ def test_eager_regions_run_live_under_tr_hybrid_and_inline_under_full(cache):
 # --- runner ------------------------------------------------------------------------------------
 
 
+@pytest.mark.spec("004.replay.dispatch-rules")
 def test_dispatch_follows_the_four_rules(cache):
     model = _model()
     runner = G.make_runner(ATOM, model, TR, sizes=(2, 4), cache=cache)
@@ -318,6 +327,7 @@ def test_dispatch_follows_the_four_rules(cache):
     assert (eager.counters.replays, eager.counters.eager_by_reason) == (0, {"enforce_eager": 1})
 
 
+@pytest.mark.spec("004.capture.largest-first", "004.capture.progress-rank-0", "004.capture.ascending-return")
 def test_capture_goes_largest_first_reports_ascending_and_shows_progress_on_rank_0_only(cache):
     model = _model()
     out0, out1 = io.StringIO(), io.StringIO()
@@ -333,6 +343,7 @@ def test_capture_goes_largest_first_reports_ascending_and_shows_progress_on_rank
     assert r0.req_graph.keys() == [(2, 0), (4, 0)]
 
 
+@pytest.mark.spec("004.capture.sizes-explicit-or-ladder")
 def test_capture_sizes_explicit_ladder_or_list_and_a_size_above_max_num_seqs_is_refused(cache):
     cc = atom_config.CompilationConfig
     assert model_runner.resolve_capture_sizes(cc(cudagraph_capture_sizes=[3, 1])) == ([3, 1], "cudagraph_capture_sizes")
@@ -344,6 +355,7 @@ def test_capture_sizes_explicit_ladder_or_list_and_a_size_above_max_num_seqs_is_
     assert err.value.field == "cudagraph_capture_sizes"
 
 
+@pytest.mark.spec("004.modes.full-and-tr-hybrid")
 def test_full_and_tr_hybrid_is_recorded_as_tr_hybrid(cache):
     model = _model()
     runner = G.make_runner(ATOM, model, CUDAGraphMode.FULL_AND_TR_HYBRID, sizes=(2, 4), cache=cache)

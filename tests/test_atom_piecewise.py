@@ -83,6 +83,7 @@ def _run(backend, model, sizes, mark=True):
     return outs
 
 
+@pytest.mark.spec("004.customop.register")
 def test_a_registered_op_is_one_node_in_the_traced_graph():
     graphs = []
 
@@ -97,6 +98,7 @@ def test_a_registered_op_is_one_node_in_the_traced_graph():
     assert atom.is_registered_op(OP) and not atom.is_registered_op("atom_unit.missing")
 
 
+@pytest.mark.spec("004.customop.register")
 def test_registering_again_is_a_no_op_and_a_taken_name_is_an_error():
     assert atom.direct_register_custom_op("unit_scale_rows", _scale_rows, mutates_args=["out"], namespace="atom_unit") == OP
     with pytest.raises(atom.CustomOpError, match="atom_unit.unit_scale_rows"):
@@ -124,6 +126,7 @@ def test_a_default_registration_has_a_cuda_kernel_and_a_cpu_kernel_and_an_explic
     assert torch.ops.atom_unit.unit_double(torch.ones(2)).tolist() == [2.0, 2.0]
 
 @pytest.mark.parametrize("layers", [1, 2, 3])
+@pytest.mark.spec("004.piecewise.split-graph")
 def test_split_graph_gives_2L_plus_1_pieces_that_stitch_back_to_the_graph(layers):
     graphs = []
 
@@ -159,6 +162,7 @@ def _graph_args(gm, model, x):
     return args
 
 
+@pytest.mark.spec("004.piecewise.general-shape-first", "004.piecewise.fields")
 def test_piecewise_backend_compiles_general_then_each_compile_size_once(tmp_path):
     fake = EagerPieces()
     backend = atom.VllmBackend(_config(tmp_path, compile_sizes=[4]), compiler=fake)
@@ -175,6 +179,7 @@ def test_piecewise_backend_compiles_general_then_each_compile_size_once(tmp_path
     assert all(e.compiled and e.runnable is not None for e in entries.values())
 
 
+@pytest.mark.spec("004.cache.key", "004.cache.file", "004.compiler.standalone-adaptor")
 def test_the_map_file_is_a_literal_that_a_new_manager_loads_instead_of_compiling(tmp_path):
     first = EagerPieces()
     backend = atom.VllmBackend(_config(tmp_path, compile_sizes=[4]), compiler=first)
@@ -205,6 +210,7 @@ def test_the_map_file_is_a_literal_that_a_new_manager_loads_instead_of_compiling
         ("{'format': 'atom-compile-cache-1', 'hash': '@', 'entries': {'k': 1}}", "keys other than"),
     ],
 )
+@pytest.mark.spec("004.cache.file")
 def test_a_damaged_or_foreign_map_is_not_used_and_is_rebuilt(tmp_path, monkeypatch, content, reason):
     monkeypatch.chdir(tmp_path)
     fake = EagerPieces()
@@ -221,6 +227,7 @@ def test_a_damaged_or_foreign_map_is_not_used_and_is_rebuilt(tmp_path, monkeypat
     assert "'atom-compile-cache-1'" in rebuilt and repr(backend.hash_key) in rebuilt
 
 
+@pytest.mark.spec("004.compiler.manager-compile-or-load")
 def test_a_handle_that_no_longer_loads_is_recompiled(tmp_path):
     backend = atom.VllmBackend(_config(tmp_path), compiler=EagerPieces())
     _run(backend, Net(1), [5])
@@ -233,6 +240,7 @@ def test_a_handle_that_no_longer_loads_is_recompiled(tmp_path):
     assert len(fresh.compiled) == 2
 
 
+@pytest.mark.spec("004.cache.rank-dir", "004.backend.cache-dir-hash", "004.config.cache-dir-default")
 def test_the_cache_directory_changes_with_the_config_and_the_model_source(tmp_path):
     a = atom.VllmBackend(_config(tmp_path), compiler=EagerPieces())
     _run(a, Net(1), [5])
@@ -251,6 +259,7 @@ def _traced(model):
     return graphs[0]
 
 
+@pytest.mark.spec("004.backend.copy-inputs")
 def test_copy_inputs_reads_every_call_from_one_static_buffer(tmp_path):
     config = _config(tmp_path, cudagraph_copy_inputs=True)
     backend = atom.VllmBackend(config, compiler=EagerPieces())
@@ -271,6 +280,7 @@ def test_copy_inputs_reads_every_call_from_one_static_buffer(tmp_path):
     assert seen[0] == seen[1] and seen[0], "inputs were not copied into the same static buffer"
 
 
+@pytest.mark.spec("004.backend.computation-graph", "004.config.debug-dump-rank-0")
 def test_debug_dump_writes_under_rank_directory(tmp_path):
     dump = tmp_path / "dump"
     backend = atom.VllmBackend(_config(tmp_path / "cache", debug_dump_path=str(dump)), compiler=EagerPieces())
@@ -279,6 +289,7 @@ def test_debug_dump_writes_under_rank_directory(tmp_path):
     assert "unit_scale_rows" in (dump / "rank_0" / "model_traced_graph.py").read_text()
 
 
+@pytest.mark.spec("004.compiler.interface", "004.compiler.always-hit-shape-env")
 def test_inductor_adaptor_round_trip_with_its_patches_undone(tmp_path):
     import torch._inductor.codecache as codecache
 
@@ -323,6 +334,7 @@ def test_reference_pieces_keep_the_compiler_args_scope_they_were_compiled_in(tmp
     assert all("-O2" in a for a in args), args
 
 
+@pytest.mark.spec("004.compiler.inductor-adaptor-tunes")
 def test_inductor_adaptor_tunes_a_piece_compiled_for_one_size(tmp_path, monkeypatch):
     # compile_fx is faked (it records the config patches it is given): what is under test is which
     # patches the adaptor asks for, not Inductor's autotuning.

@@ -69,6 +69,7 @@ def _launches(model, runner):
 
 
 @pytest.mark.parametrize("mode", ["TR_HYBRID", "FULL"])
+@pytest.mark.spec("004.modes.tr-hybrid-token-graphs", "004.modes.split-op-not-break")
 def test_level_3_pieces_are_recorded_inline_and_the_attention_breaks_token_graphs(cache, tmp_path, monkeypatch, mode):
     model, runner = _runner(3, mode, cache, tmp_path, monkeypatch)
     with torch.no_grad():
@@ -82,6 +83,7 @@ def test_level_3_pieces_are_recorded_inline_and_the_attention_breaks_token_graph
     assert runner.counters.replays == max(SIZES)
 
 
+@pytest.mark.spec("004.levels.level-1-runner-compiles")
 def test_level_1_is_compiled_by_the_runner_and_recorded(cache, tmp_path, monkeypatch):
     from torch._dynamo.utils import counters
 
@@ -111,6 +113,7 @@ def test_level_0_records_the_eager_forward_as_one_launch(cache, tmp_path, monkey
 
 
 @pytest.mark.parametrize("mode", ["FULL", "TR_HYBRID"])
+@pytest.mark.spec("004.modes.use-cudagraph-false")
 def test_use_cudagraph_false_captures_nothing_whatever_the_mode(cache, tmp_path, monkeypatch, mode):
     model, runner = _runner(0, mode, cache, tmp_path, monkeypatch, use_cudagraph=False)
     assert runner.capture_cudagraph() == (0.0, [])

@@ -26,8 +26,6 @@ def _default_name():
     reference.set_model_name("model_default")
 
 
-
-
 @pytest.mark.spec("001.helper.set-model-name")
 def test_model_name_default_and_set():
     assert reference.get_model_name() == "model_default"
@@ -51,8 +49,6 @@ def test_model_name_must_be_a_string():
 
 def test_get_rank_outside_distributed_is_zero():
     assert reference.get_rank() == 0
-
-
 
 
 @pytest.mark.spec("001.env.compile-only-helper")

@@ -93,8 +93,6 @@ def test_an_opted_in_backend_gets_the_break_and_other_backends_do_not():
     assert len(other_graphs) == 1
 
 
-
-
 @pytest.mark.spec("001.breaks.diagnostic-type")
 def test_fullgraph_raises_unsupported_with_the_backends_diagnostic_type():
     backend, _ = _counting_backend(opt_in=True)

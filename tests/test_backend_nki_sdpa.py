@@ -26,8 +26,6 @@ def test_blocked_attention_matches_torch(causal):
     torch.testing.assert_close(nki_sdpa.blocked_attention(q, k, v, is_causal=causal), expected, rtol=1e-4, atol=2e-4)
 
 
-
-
 @pytest.mark.spec("001.env.nki-sdpa-2048")
 def test_eligibility():
     q, k, v = _qkv()

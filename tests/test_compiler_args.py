@@ -41,8 +41,6 @@ def test_with_optimization_level_rejects_malformed_input(args):
         with_optimization_level(args, 2)
 
 
-
-
 @pytest.mark.spec("000.scope.concrete-list-only")
 def test_scope_rejects_a_string_or_non_strings():
     with pytest.raises(BackendOptionError, match="list of strings"):

@@ -21,8 +21,6 @@ def test_every_spelling_of_a_level_means_the_same(spelling):
     assert CompilerConfig.from_args(spelling).optlevel == 3
 
 
-
-
 @pytest.mark.spec("000.precedence.compiler-default-o1")
 def test_defaults_are_O1_and_trn2():
     config = CompilerConfig.from_args([])

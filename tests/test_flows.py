@@ -143,8 +143,6 @@ def _isolated_caches(tmp_path, monkeypatch) -> None:
         monkeypatch.setenv(var, str(tmp_path / sub))
 
 
-
-
 @pytest.mark.spec("000.flow.native-two-element-jobs")
 def test_native_trace_jobs_go_through_the_deferred_flow(tmp_path, monkeypatch):
     """Two-element (native) jobs are captured in forked children under the native seam's key and

@@ -88,8 +88,6 @@ def test_default_order():
     assert get_default_pass_manager().pass_names() == DEFAULT_ORDER
 
 
-
-
 @pytest.mark.spec("003.interface.fxpass")
 def test_each_default_pass_is_an_fxpass_with_a_version():
     for p in get_default_pass_manager().passes:
@@ -160,8 +158,6 @@ def test_a_pass_returning_no_graph_is_reported():
         manager_of(_ReturnsNone()).run_passes(fx.symbolic_trace(lambda x: x + 1), graph_name="g")
 
 
-
-
 @pytest.mark.spec("003.manager.debug-timing")
 def test_each_pass_wall_time_is_logged_at_debug(caplog):
     with caplog.at_level(logging.DEBUG, logger="reference.fx_passes"):
@@ -179,8 +175,6 @@ def _device_fn(x):
     y = x.to("cuda") * slots
     z = torch.zeros(x.shape, device=torch.device("xla")) + y.cuda()
     return z.to(x.device)
-
-
 
 
 @pytest.mark.spec("003.passes.device-rewriter")
@@ -234,8 +228,6 @@ def test_device_rewriter_names_a_device_argument_that_is_not_a_device():
     gm = fx.symbolic_trace(lambda x: torch.zeros(x.shape, device="gpu0") + x)
     with pytest.raises(FXPassError, match=r"node 'zeros'.*'gpu0' is not a device"):
         DeviceRewriterPass().run(gm, target_device="cpu", graph_name="g")
-
-
 
 
 @pytest.mark.spec("003.config.target-device")
@@ -304,8 +296,6 @@ def test_inplace_pass_graph(snapshot):
     assert {"code": code(gm), "rewrites": gm.meta["fx_inplace_rewrites"], "kept": gm.meta["fx_inplace_kept"]} == snapshot
     in_place = [n for n in gm.graph.nodes if n.op == "call_method" and n.target.endswith("_")]
     assert [n.target for n in in_place] == ["copy_"]  # only the copy back into the caller's buffer
-
-
 
 
 @pytest.mark.spec("003.passes.inplace-to-outofplace")
@@ -423,8 +413,6 @@ def test_inplace_pass_handles_aten_overloads():
 
 
 # --- ordering ---------------------------------------------------------------------------------
-
-
 
 
 @pytest.mark.spec("003.default.aliasing-before-inplace")

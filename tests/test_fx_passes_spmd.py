@@ -16,8 +16,6 @@ from reference.spmd.errors import RankConstantError
 from reference.spmd.guards import SPMDWarning
 
 
-
-
 @pytest.mark.spec("002.guards.rank-constant-pass-last")
 def test_both_are_the_last_two_default_passes():
     assert get_default_pass_manager().pass_names()[-2:] == ["CollectiveReplicaGroupsPass", "RankConstantCheckPass"]
@@ -66,8 +64,6 @@ def test_rank_constant_check_warns_then_raises_through_the_manager(monkeypatch):
     assert not isinstance(info.value, FXPassError)
     assert "rank_id" in str(info.value) and "neuron_fixtures/spmd.py:" in str(info.value)
     assert info.value.__notes__ == ["raised by FX pass 'RankConstantCheckPass' on graph 'g'"]
-
-
 
 
 @pytest.mark.spec("003.passes.collective-replica-groups")

@@ -28,8 +28,6 @@ def test_the_table_is_a_checked_in_data_file_read_as_is():
         optable.break_ops()["add"] = "no"  # read-only: the hook shares one mapping
 
 
-
-
 @pytest.mark.spec("001.breaks.list-from-installed")
 def test_the_checked_in_table_matches_the_installed_tools():
     checked_in = optable.load_table()

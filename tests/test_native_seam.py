@@ -51,8 +51,6 @@ def test_native_seam_compiles_publishes_and_matches_eager(caches):
     assert "-O2" in entry.metadata.compiler_args
 
 
-
-
 @pytest.mark.spec("000.stability.native-assert-cache-key-args")
 def test_an_entry_built_with_other_arguments_is_refused_by_the_next_process(caches):
     model, args = build("mlp")

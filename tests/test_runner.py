@@ -21,8 +21,6 @@ def _runner(model=None, **kw):
     return NeuronModelRunner(model or PolicyVLM(HELPERS), compiler_args=BASE, **kw).load_model()
 
 
-
-
 @pytest.mark.spec("000.policy.signature", "000.policy.example-inputs-none")
 def test_policy_on_without_explicit_level():
     r = _runner()
@@ -33,8 +31,6 @@ def test_policy_on_without_explicit_level():
     assert r.resolve_graph_compiler_args("jf") == [*BASE, "-O2"]
     assert r.resolve_graph_compiler_args("prefill") == BASE
     assert r.resolve_graph_compiler_args(None) is None
-
-
 
 
 @pytest.mark.spec("000.precedence.explicit-level-wins")
@@ -48,8 +44,6 @@ def test_explicit_level_wins_and_disables_the_policy():
         assert apply_scoped_compiler_args({"compiler_args": ["x"]}) == {"compiler_args": ["x"]}
 
 
-
-
 @pytest.mark.spec("000.runner.resolve-none")
 def test_model_without_policy_keeps_base():
     import torch
@@ -60,8 +54,6 @@ def test_model_without_policy_keeps_base():
     assert not r.per_graph_compiler_args and r.resolve_graph_compiler_args("decode") is None
     added = set(vars(model)) - set(before) - {"_is_torch_compile"}  # the last is torch.compile's own mark
     assert not added, f"the runner set {sorted(added)} on a user's model"
-
-
 
 
 @pytest.mark.spec("000.flow.encoder-model-scope")
@@ -89,8 +81,6 @@ def test_graph_types_are_open_and_the_known_ones_keep_the_seeds_defaults():
     assert r.resolve_graph_compiler_args("encoder") == [*BASE, "-O3"]
     # The policy off: no override for any graph type, known or not.
     assert _runner(optimization_level=2).resolve_graph_compiler_args("vision") is None
-
-
 
 
 @pytest.mark.spec("000.runner.stamp-base-on-model")

@@ -50,8 +50,6 @@ def _rank(port: int, rank: int, compile, *, after_claim: bool = False, **kwargs)
     return (f"rank {rank}", run)
 
 
-
-
 @pytest.mark.spec("002.cache.rank0-compiles-others-wait")
 def test_one_rank_compiles_and_the_others_fetch_its_artifact(store, tmp_path):
     marks = tmp_path / "compiles"

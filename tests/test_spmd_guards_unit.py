@@ -53,8 +53,6 @@ class _unset:
             os.environ[self.name] = self.old
 
 
-
-
 @pytest.mark.spec("002.guards.strict-flag")
 def test_strict_flag_comes_from_the_environment(monkeypatch):
     staged = {"decode": {"a": [0], "b": [1]}}
@@ -65,8 +63,6 @@ def test_strict_flag_comes_from_the_environment(monkeypatch):
     monkeypatch.setenv(env.SPMD_STRICT, "0")
     with pytest.warns(SPMDWarning):
         assert len(check_single_artifact(staged)) == 2
-
-
 
 
 @pytest.mark.spec("002.guards.union-of-ranks")

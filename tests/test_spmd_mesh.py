@@ -8,8 +8,6 @@ from reference.spmd.errors import MeshError
 from reference.spmd.mesh import MeshRegistry, validate_partition
 
 
-
-
 @pytest.mark.spec("002.collectives.full-mesh-registered")
 def test_partition_is_canonical_and_checked():
     assert validate_partition([[0, 1], [2, 3]], 4) == ((0, 1), (2, 3))
@@ -21,8 +19,6 @@ def test_partition_is_canonical_and_checked():
         validate_partition([[0, 1, 2], [3]], 4)
 
 
-
-
 @pytest.mark.spec("002.collectives.full-mesh-registered")
 def test_each_rank_registers_its_own_group_name_and_gets_the_same_mesh():
     # Rank 0 sees the TP pair [0, 1] as group "1"; rank 2 sees [2, 3] as group "2".
@@ -32,8 +28,6 @@ def test_each_rank_registers_its_own_group_name_and_gets_the_same_mesh():
     assert m0 == m2
     assert rank0.resolve("1") == rank2.resolve("2") == m0
     assert m0.replica_groups == ((0, 1), (2, 3)) and m0.channel_id == 1
-
-
 
 
 @pytest.mark.spec("002.collectives.channel-id-invariant")

@@ -78,8 +78,6 @@ def test_spmd_model_stages_one_directory_and_compiles_once_in_both_modes(results
     assert spmd["strict"] is None
 
 
-
-
 @pytest.mark.spec("002.guards.splinter-strict-raises")
 def test_mpmd_twin_splinters_warn_by_default_and_raise_under_strict(results):
     mpmd = results["mpmd"]

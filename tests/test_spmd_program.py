@@ -128,8 +128,6 @@ def test_a_damaged_bundle_is_an_execution_error(damage):
         unpack_bundle(bad)
 
 
-
-
 @pytest.mark.spec("002.collectives.replica-groups-meta", "003.passes.collective-replica-groups")
 def test_replica_groups_pass_annotates_dynamo_graph_collectives(group):
     from reference.fx_passes import CollectiveReplicaGroupsPass

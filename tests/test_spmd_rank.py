@@ -19,8 +19,6 @@ def test_ep_and_tp_rank_match_the_python_layout(ep, tp):
         assert rid.shape == (1, 1) and rid.dtype == torch.int32 and int(rid) == (r % (ep * tp)) // tp
 
 
-
-
 @pytest.mark.spec("002.rank.runtime-tensor")
 def test_rank_tensor_is_a_0d_int64_tensor():
     t = rank_tensor(3)
@@ -35,8 +33,6 @@ def test_index_select_shard_equals_the_static_slice(r):
     shard = 3
     assert torch.equal(shard_indices(rank_tensor(r), shard), torch.arange(r * shard, (r + 1) * shard))
     assert torch.equal(select_shard(x, 1, rank_tensor(r), shard), x[:, r * shard:(r + 1) * shard])
-
-
 
 
 @pytest.mark.spec("002.spmd.additive-fallback", "002.rank.runtime-tensor")

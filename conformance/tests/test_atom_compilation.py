@@ -144,6 +144,7 @@ def _run_piecewise(compiler, pytestconfig, impl, atom, tmp_path_factory) -> dict
     return seen
 
 
+@pytest.mark.spec("004.levels.level-3-vllm-backend", "004.piecewise.split-graph")
 def test_level_3_splits_into_2L_plus_1_pieces_and_compiles_L_plus_1(piecewise):
     c, layers = piecewise["after_first_call"], piecewise["layers"]
     assert c["num_graphs_seen"] == 1
@@ -152,12 +153,14 @@ def test_level_3_splits_into_2L_plus_1_pieces_and_compiles_L_plus_1(piecewise):
     assert c["num_backend_compilations"] == layers + 1, "each compiled piece compiles once for the general shape"
 
 
+@pytest.mark.spec("004.piecewise.other-shapes-general")
 def test_outputs_equal_eager_inside_and_outside_compile_sizes(piecewise):
     errors = piecewise["errors"]
     assert set(errors) == {str(s) for s in (COMPILE_SIZE, *OTHER_SIZES)}
     assert max(errors.values()) <= ATOL, errors
 
 
+@pytest.mark.spec("004.piecewise.compile-sizes-once")
 def test_a_size_in_compile_sizes_compiles_once_per_piece(piecewise):
     c, layers = piecewise["compile_size_calls"], piecewise["layers"]
     assert c["num_specialized_compilations"] == layers + 1, "three calls at the size: one compile per piece"
@@ -166,6 +169,7 @@ def test_a_size_in_compile_sizes_compiles_once_per_piece(piecewise):
     assert other["num_backend_compilations"] == 0, "a size outside compile_sizes runs the general-shape pieces"
 
 
+@pytest.mark.spec("004.cache.warm-loads", "004.compiler.manager-compile-or-load")
 def test_a_fresh_process_on_the_warm_cache_compiles_no_piece(piecewise):
     warm, layers = piecewise["warm"], piecewise["layers"]
     counters = warm["counters"]
@@ -178,6 +182,7 @@ def test_a_fresh_process_on_the_warm_cache_compiles_no_piece(piecewise):
         torch.testing.assert_close(got, want, atol=ATOL, rtol=0)
 
 
+@pytest.mark.spec("004.levels.custom-dispatcher", "004.decorator.dispatch-to-code")
 def test_level_3_dispatch_skips_guards_after_the_first_compile(piecewise):
     assert piecewise["eps_change_counters"]["num_dynamo_compiles"] == 0
     assert piecewise["eps_change_counters"]["num_backend_compilations"] == 0
@@ -240,12 +245,14 @@ def _graph_break_model(atom):
     return atom.support_torch_compile(WithBreak)
 
 
+@pytest.mark.spec("004.levels.level-0-eager")
 def test_level_0_never_reaches_dynamo(levels):
     assert levels["0"]["error"] == 0.0
     assert levels["0"]["frames"] == 0
     assert levels["0"]["counters"]["num_dynamo_compiles"] == 0
 
 
+@pytest.mark.spec("004.levels.level-1-eager-backend")
 def test_level_1_traces_a_full_graph_with_dynamo_and_compiles_nothing(levels):
     assert levels["1"]["frames"] > 0, "level 1 did not run Dynamo"
     assert levels["1"]["counters"]["num_dynamo_compiles"] == 0, "level 1 compiled through the decorator"
@@ -255,6 +262,7 @@ def test_level_1_traces_a_full_graph_with_dynamo_and_compiles_nothing(levels):
     assert levels["break"]["1"] is not None, "level 1 (full graph) accepted a graph break"
 
 
+@pytest.mark.spec("004.levels.level-2-inductor")
 def test_level_2_compiles_one_graph_without_pieces(levels):
     c = levels["2"]["counters"]
     assert c["num_dynamo_compiles"] == 1, "two sizes, one compile: the batch dimension is dynamic"
@@ -262,12 +270,14 @@ def test_level_2_compiles_one_graph_without_pieces(levels):
     assert levels["2"]["error"] <= ATOL
 
 
+@pytest.mark.spec("004.levels.custom-dispatcher")
 def test_level_2_dispatch_skips_guards_where_plain_torch_compile_recompiles(levels):
     assert levels["guard"]["counters"]["num_dynamo_compiles"] == 0
     assert levels["guard"]["error"] <= ATOL, "the dispatcher ran code compiled with the old eps"
     assert levels["plain"] <= ATOL, "plain torch.compile (guards on) follows the changed eps"
 
 
+@pytest.mark.spec("004.decorator.update-safety-check")
 def test_a_forward_that_reassigns_a_buffer_is_refused_at_first_compile(atom, tmp_path):
     class Counting(torch.nn.Module):
         def __init__(self):
@@ -298,6 +308,7 @@ def test_a_forward_that_reassigns_a_buffer_is_refused_at_first_compile(atom, tmp
         ("compile_sizes", {"compile_sizes": ["all"]}),
     ],
 )
+@pytest.mark.spec("004.config.bad-field")
 def test_bad_configuration_is_a_typed_error_naming_the_field(atom, field, kwargs):
     with pytest.raises(atom.ConfigError) as info:
         atom.CompilationConfig(**kwargs)
@@ -305,11 +316,13 @@ def test_bad_configuration_is_a_typed_error_naming_the_field(atom, field, kwargs
     assert field in str(info.value)
 
 
+@pytest.mark.spec("004.capture.max-num-seqs")
 def test_a_capture_size_above_max_num_seqs_names_the_field(atom):
     with pytest.raises(atom.ConfigError, match="max_num_seqs"):
         atom.Config(max_num_seqs=4, compilation_config=atom.CompilationConfig(level=3, cudagraph_capture_sizes=[2, 8]))
 
 
+@pytest.mark.spec("004.capture.default-ladder")
 def test_level_3_capture_sizes_follow_the_seed(atom):
     """One ``cuda_graph_sizes`` value N gives 1..8 and every 16 up to N; several are used as given;
     ``cudagraph_capture_sizes`` overrides both; level 3 defaults to TR_HYBRID."""

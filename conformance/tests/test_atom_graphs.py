@@ -98,6 +98,7 @@ def captured(request, impl, atom):
 
 
 @pytest.mark.parametrize("mode", ["FULL", "TR_HYBRID"])
+@pytest.mark.spec("004.modes.full-whole-model", "004.replay.equals-eager")
 def test_replay_equals_eager_for_every_batch_size_up_to_the_largest(captured, mode):
     seen = captured["modes"][mode]
     assert seen["sizes"] == list(SIZES)
@@ -106,12 +107,14 @@ def test_replay_equals_eager_for_every_batch_size_up_to_the_largest(captured, mo
 
 
 @pytest.mark.parametrize("mode", ["FULL", "TR_HYBRID"])
+@pytest.mark.spec("004.replay.equals-eager")
 def test_replay_reads_live_inputs_through_the_recorded_buffers(captured, mode):
     # The step's inputs were fresh tensors; the recorded static buffers hold them after the replay,
     # so a graph that read its recorded addresses without a copy-in would have seen stale values.
     assert captured["modes"][mode]["static_holds_live"]
 
 
+@pytest.mark.spec("004.replay.dispatch-rules", "004.replay.enforce-eager")
 def test_dispatch_follows_the_four_rules(captured):
     d = captured["dispatch"]
     replays0, eager0 = d["before"]
@@ -124,6 +127,7 @@ def test_dispatch_follows_the_four_rules(captured):
     assert {k: v for k, v in d["diffs"].items() if not v <= ATOL} == {}
 
 
+@pytest.mark.spec("004.pool.largest-not-sum")
 def test_the_pool_is_the_largest_recording_not_the_sum(captured):
     graphs = captured["modes"]["FULL"]["runner"].req_graph
     sizes = [r.nbytes for r in graphs.recordings()]
@@ -131,10 +135,12 @@ def test_the_pool_is_the_largest_recording_not_the_sum(captured):
     assert graphs.pool.nbytes == max(sizes) < sum(sizes)
 
 
+@pytest.mark.spec("004.pool.one-pool")
 def test_every_graph_shares_one_pool(atom):
     assert atom.ReqGraph().pool is atom.graph_pool() is atom.TokenGraph().pool
 
 
+@pytest.mark.spec("004.replay.unknown-bucket")
 def test_unknown_buckets_are_clear_errors(captured, atom):
     runner = captured["modes"]["FULL"]["runner"]
     with pytest.raises(atom.GraphCaptureError, match=r"no graph for request bucket \(3, 0\)"):
@@ -142,6 +148,7 @@ def test_unknown_buckets_are_clear_errors(captured, atom):
 
 
 @pytest.mark.parametrize("per_phase", [False, True])
+@pytest.mark.spec("004.tokengraph.per-phase")
 def test_token_graph_buckets_are_per_phase(atom, per_phase):
     model = G.compiled_decoder(atom, "eager", per_phase=per_phase)
     cache = G.kv_cache(atom)

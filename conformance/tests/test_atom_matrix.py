@@ -127,6 +127,7 @@ def cell(request, atom, tmp_path_factory):
 
 
 @pytest.mark.parametrize("mode", MODES)
+@pytest.mark.spec("004.modes.none-no-capture", "004.modes.full-decode-only", "004.replay.equals-eager", "004.piecewise.independent-of-graph-mode")
 def test_prefill_and_every_decode_match_eager(cell, mode):
     seen = cell[mode]
     assert seen["prefill"] <= ATOL, f"prefill |diff| {seen['prefill']}"
@@ -135,6 +136,7 @@ def test_prefill_and_every_decode_match_eager(cell, mode):
 
 
 @pytest.mark.parametrize("mode", MODES)
+@pytest.mark.spec("004.modes.full-whole-model")
 def test_the_ladder_is_captured_and_decodes_within_it_replay(cell, mode):
     seen = cell[mode]
     steps = 1 + len(DECODES) + 1  # the prefill, the decodes, the live-metadata decode
@@ -153,6 +155,7 @@ def test_the_ladder_is_captured_and_decodes_within_it_replay(cell, mode):
 
 
 @pytest.mark.parametrize("mode", [m for m in MODES if m != "NONE"])
+@pytest.mark.spec("004.modes.tr-hybrid-token-graphs")
 def test_token_graphs_run_the_attention_live_and_request_graphs_do_not(cell, mode):
     calls = cell[mode]["live"][1]
     live = [c for c in calls if c == (2, 5)]  # the live step's rows and span
@@ -162,6 +165,7 @@ def test_token_graphs_run_the_attention_live_and_request_graphs_do_not(cell, mod
         assert not live, f"FULL: the request graph ran the attention with the live metadata (calls {calls})"
 
 
+@pytest.mark.spec("004.modes.use-cudagraph-false")
 def test_use_cudagraph_false_captures_nothing_whatever_the_mode(cell):
     seen = cell["use_cudagraph_off"]
     assert seen["capture"] == []
@@ -169,6 +173,7 @@ def test_use_cudagraph_false_captures_nothing_whatever_the_mode(cell):
     assert seen["prefill"] <= ATOL and max(seen["decode"].values()) <= ATOL
 
 
+@pytest.mark.spec("004.levels.level-0-eager", "004.levels.level-1-runner-compiles")
 def test_only_level_0_runs_without_dynamo_and_level_1_is_compiled_by_the_runner(cell):
     level = cell["key"][0]
     if level == 0:
@@ -188,6 +193,7 @@ def level0(atom, tmp_path_factory):
     return {"model": G.build_level_decoder(atom, G.level_config(atom, 0, "NONE", cache_dir=root)), "cache": G.kv_cache(atom), "root": root}
 
 
+@pytest.mark.spec("004.capture.symmetric-dp", "004.tokengraph.dp-largest-bucket")
 def test_a_dp_group_replays_the_bucket_of_its_largest_token_count_on_every_rank(atom, level0):
     cell = level0
     model, cache = cell["model"], cell["cache"]
@@ -205,6 +211,7 @@ def test_a_dp_group_replays_the_bucket_of_its_largest_token_count_on_every_rank(
         assert _worst(got, G.eager_step_logits(atom, model, cache, ids, pos, lens)) <= ATOL
 
 
+@pytest.mark.spec("004.keying.tbo-split", "004.keying.tbo-unserved-eager")
 def test_tbo_decode_splits_a_bucket_in_two_and_an_unserved_split_runs_eagerly(atom, level0):
     cell = level0
     model, cache = cell["model"], cell["cache"]
@@ -232,6 +239,7 @@ def test_tbo_decode_splits_a_bucket_in_two_and_an_unserved_split_runs_eagerly(at
     assert [2, 1] not in (seen[("FULL", 2)], seen[("FULL", 3)])
 
 
+@pytest.mark.spec("004.config.bad-field")
 def test_invalid_combinations_are_typed_errors_naming_the_field(atom, tmp_path):
     plain = torch.nn.Linear(2, 2)
     with pytest.raises(atom.ConfigError) as err:

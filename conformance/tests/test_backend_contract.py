@@ -96,8 +96,6 @@ def test_an_op_with_no_lowering_breaks_the_graph(impl, form):
         assert ops["histc"] in str(info.value), "the diagnostic does not give the reported reason"
 
 
-
-
 @pytest.mark.spec("001.breaks.no-lowering")
 def test_lowering_splits_around_an_op_with_no_lowering(impl):
 
@@ -153,16 +151,12 @@ def test_metrics_describe_every_compiled_graph(impl):
     assert api.get_dynamo_metrics() == []
 
 
-
-
 @pytest.mark.spec("001.env.boolean-spellings")
 def test_a_boolean_variable_with_a_bad_value_names_itself(impl, monkeypatch):
     declared_variable(impl, "TORCH_NEURONX_COMPILE_ONLY")  # one it does not read is an honest skip
     monkeypatch.setenv("TORCH_NEURONX_COMPILE_ONLY", "perhaps")
     with pytest.raises(Exception, match=r"TORCH_NEURONX_COMPILE_ONLY.*1/true/yes"):
         impl.backend().torch_compile(_fn)(torch.randn(4, 8))
-
-
 
 
 @pytest.mark.spec("001.env.disable-fallback-execution", "001.env.fallback-off-compile-failure", "001.env.fallback-on-runs-original")
@@ -266,8 +260,6 @@ def test_sort_at_the_threshold_does_not_break_and_one_more_does(impl, small_limi
     _assert_breaks_under_fullgraph(impl, small_limits, fn, torch.randn(2, SMALL_LIMIT + 1), "sort above the threshold")
 
 
-
-
 @pytest.mark.spec("001.breaks.topk")
 def test_topk_below_the_threshold_does_not_break_and_at_it_does(impl, small_limits):
     """The seeds' rule for ``topk``: it breaks when k is the threshold or larger."""
@@ -283,8 +275,6 @@ def test_topk_below_the_threshold_does_not_break_and_at_it_does(impl, small_limi
 # --- model names cannot leave the artifact directories ---------------------------------------------------
 
 HOSTILE_NAMES = ["../escape/probe", "a/../../../up"]
-
-
 
 
 @pytest.mark.spec("001.param.name")

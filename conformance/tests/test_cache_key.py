@@ -210,8 +210,6 @@ def test_values_stay_paired_with_their_flags(impl, hlos, specs, data):
     _differ(impl, _case(hlos[0], first, specs), _case(hlos[0], second, specs), what)
 
 
-
-
 @pytest.mark.spec("001.env.target-override")
 def test_the_target_changes_the_key(impl, hlos):
     specs = [("float32", (4, 32), (32, 1))]
@@ -302,8 +300,6 @@ def _batch(hlos) -> list[dict]:
             }
         )
     return cases
-
-
 
 
 @pytest.mark.spec("001.cache.reused-across-runs")

@@ -154,8 +154,6 @@ def _holding(impl, root, pid):
 RACERS = 8
 
 
-
-
 @pytest.mark.spec("001.cache.local-cache-dir")
 def test_eight_processes_on_one_key_compile_once(impl, pytestconfig, tmp_path, expected):
     spec = _spec(pytestconfig)
@@ -227,8 +225,6 @@ def test_sigkill_mid_compile_never_leaves_a_loadable_partial_entry(impl, pytestc
 
 
 # --- a lock wait shorter than the compile ---------------------------------------------------------
-
-
 
 
 @pytest.mark.spec("001.cache.lock-timeout")
@@ -307,8 +303,6 @@ def test_a_damaged_entry_is_never_executed_and_is_recompiled(impl, pytestconfig,
     _check_outputs(again, expected, "the run after the recompile")
 
 
-
-
 @pytest.mark.spec("001.cache.content-addressed", "001.cache.neff-cache-dir")
 def test_an_undamaged_moved_cache_still_hits(impl, pytestconfig, tmp_path, warm_cache, expected):
     src, key = warm_cache
@@ -367,8 +361,6 @@ def test_an_unwritable_cache_dir_compiles_without_caching_or_fails_clearly(impl,
         assert any(str(neff) in w for w in result["warnings"]), f"no warning names {neff}: {result['warnings']}"
     else:
         assert str(neff) in result["error"]["message"], f"the error does not name the directory: {result['error']}"
-
-
 
 
 @pytest.mark.spec("001.cache.local-cache-dir")

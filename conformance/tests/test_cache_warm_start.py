@@ -39,8 +39,6 @@ def cold_then_warm(impl, pytestconfig, tmp_path_factory, expected):
     return root, cold, warm
 
 
-
-
 @pytest.mark.spec("001.cache.reused-across-runs", "001.cache.neff-cache-dir", "001.cache.three-layers")
 def test_a_fresh_process_on_a_warm_cache_does_not_compile(cold_then_warm, expected):
     _, cold, warm = cold_then_warm
@@ -51,8 +49,6 @@ def test_a_fresh_process_on_a_warm_cache_does_not_compile(cold_then_warm, expect
     assert warm["outputs"] == cold["outputs"]
 
 
-
-
 @pytest.mark.spec("001.cache.hlo-cache-dir", "001.cache.three-layers")
 def test_a_fresh_process_on_a_warm_hlo_cache_does_not_lower(cold_then_warm):
     _, cold, warm = cold_then_warm
@@ -60,8 +56,6 @@ def test_a_fresh_process_on_a_warm_hlo_cache_does_not_lower(cold_then_warm):
         pytest.skip("the implementation does not report lowerings")
     assert cold["lowerings"] >= 1
     assert warm["lowerings"] == 0, "the warm process lowered again: the HLO cache was not hit"
-
-
 
 
 @pytest.mark.spec("001.cache.disable-cache")
@@ -74,8 +68,6 @@ def test_disabled_cache_compiles_every_time_and_writes_nothing(impl, pytestconfi
         assert r["compiler_invocations"] >= 1, f"run {i} did not compile with the cache disabled"
     written = [os.path.join(d, f) for d, _, files in os.walk(root) for f in files] if root.exists() else []
     assert written == [], f"files written with the cache disabled: {written[:5]}"
-
-
 
 
 @pytest.mark.spec("000.stability.assert-cache-hit")

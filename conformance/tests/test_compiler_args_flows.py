@@ -121,8 +121,6 @@ def _one_graph(record, what):
 # --- in-process flow ---------------------------------------------------------------------------------
 
 
-
-
 @pytest.mark.spec("000.runner.resolve-once-per-graph", "000.seams.three-seams", "000.flow.in-process-scope")
 def test_decode_graph_gets_its_level_in_process(in_process):
     g = _one_graph(in_process["decode"], "decode")
@@ -139,15 +137,11 @@ def test_each_graph_type_compiles_with_its_policy_list(in_process, graph_type, l
         assert flag in g["compiler_args"], f"{graph_type}: base flag {flag} lost: {g['compiler_args']}"
 
 
-
-
 @pytest.mark.spec("000.policy.graph-type-labels", "000.runner.base-args-on-options", "000.runner.resolve-none")
 def test_untagged_graph_keeps_the_base_arguments(in_process):
     assert in_process[None]["resolved"] is None
     g = _one_graph(in_process[None], "untagged")
     assert _starts_with(g["compiler_args"], BASE) and _level(g["compiler_args"]) is None, g
-
-
 
 
 @pytest.mark.spec("000.seams.apply-before-hash", "000.key.distinct-args-own-neff")
@@ -160,8 +154,6 @@ def test_graphs_with_different_lists_get_different_keys(in_process):
 @pytest.mark.spec("000.flow.in-process-scope")
 def test_in_process_outputs_match_eager(in_process, graph_type):
     assert_close(in_process[graph_type]["outputs"], in_process[graph_type]["eager"], what=str(graph_type))
-
-
 
 
 @pytest.mark.spec("000.sites.spec-verify")
@@ -328,8 +320,6 @@ def test_parallel_compile_of_a_directory_that_does_not_exist_is_an_error_naming_
 # --- guards ------------------------------------------------------------------------------------------
 
 
-
-
 @pytest.mark.spec("000.stability.outside-scope-base-args", "000.stability.assert-cache-hit")
 def test_serve_time_compile_outside_the_scope_is_caught(impl, in_process, monkeypatch, tmp_path):
     _copy_of(impl, monkeypatch, in_process["caches"], tmp_path / "warm")
@@ -345,8 +335,6 @@ def test_serve_time_compile_outside_the_scope_is_caught(impl, in_process, monkey
     assert "NEURON_LIBTORCH_ASSERT_CACHE_HIT" in str(info.value)
 
 
-
-
 @pytest.mark.spec("000.seams.three-seams", "000.stability.native-assert-cache-key-args")
 def test_nondeterministic_policy_is_detected_by_the_native_seam(impl):
     runner = impl.compiler_args().policy_runner(policy="nondeterministic", mode="native", compiler_args=BASE)
@@ -357,8 +345,6 @@ def test_nondeterministic_policy_is_detected_by_the_native_seam(impl):
         runner.run("decode")  # the policy now answers -O2 for the same graph
     msg = str(info.value)
     assert "-O2" in msg and "-O3" in msg, msg
-
-
 
 
 @pytest.mark.spec("000.policy.deterministic", "000.stability.changed-args-recompile")

@@ -26,14 +26,10 @@ def _scoped(impl):
     return impl.compiler_args().apply_scoped_compiler_args(OPTS)["compiler_args"]
 
 
-
-
 @pytest.mark.spec("000.scope.apply-without-scope")
 def test_no_scope_leaves_options_unchanged(impl):
     assert impl.compiler_args().apply_scoped_compiler_args(OPTS) == OPTS
     assert impl.compiler_args().apply_scoped_compiler_args(None) in ({}, None)
-
-
 
 
 @pytest.mark.spec("000.scope.context-manager", "000.scope.apply-replaces")
@@ -45,14 +41,10 @@ def test_scope_replaces_compiler_args_and_keeps_other_options(impl):
     assert OPTS["compiler_args"] == ["--target", "trn2"], "the caller's options were modified"
 
 
-
-
 @pytest.mark.spec("000.scope.none-is-no-override")
 def test_none_scope_is_no_override(impl):
     with impl.compiler_args().scoped_compiler_args(None):
         assert _scoped(impl) == ["--target", "trn2"]
-
-
 
 
 @pytest.mark.spec("000.scope.restored-on-exit")
@@ -67,8 +59,6 @@ def test_nested_scopes_restore_the_outer_value(impl):
     assert _scoped(impl) == ["--target", "trn2"]
 
 
-
-
 @pytest.mark.spec("000.scope.restored-on-exit")
 def test_an_exception_inside_restores_the_scope(impl):
     with impl.compiler_args().scoped_compiler_args(["-O2"]):
@@ -77,8 +67,6 @@ def test_an_exception_inside_restores_the_scope(impl):
                 raise RuntimeError("inside")
         assert _scoped(impl) == ["-O2"]
     assert _scoped(impl) == ["--target", "trn2"]
-
-
 
 
 @pytest.mark.spec("000.scope.context-manager")
@@ -100,8 +88,6 @@ def test_threads_do_not_see_each_others_scopes(impl):
             t.join(30)
         assert _scoped(impl) == ["-O1"]
     assert seen == {"a": ["-O2"], "b": ["-O3"]}
-
-
 
 
 @pytest.mark.spec("000.scope.context-manager")
@@ -173,8 +159,6 @@ def test_level_helper_composes(impl, args, a, b):
     assert impl.compiler_args().with_optimization_level(impl.compiler_args().with_optimization_level(args, a), b) == impl.compiler_args().with_optimization_level(args, b)
 
 
-
-
 @pytest.mark.spec("000.helper.with-optimization-level")
 def test_level_helper_keeps_unrelated_items_verbatim(impl):
     assert impl.compiler_args().with_optimization_level(["--target", "trn2", "-O1", "--auto-cast", "all"], 3) == [
@@ -197,8 +181,6 @@ def test_malformed_level_already_in_the_list_is_refused(impl):
 
 
 # --- bad policy input, named by graph type ----------------------------------------------------------
-
-
 
 
 @pytest.mark.spec("000.scope.concrete-list-only")
@@ -225,8 +207,6 @@ def test_a_graph_type_that_is_not_one_is_refused_naming_it(impl, bad):
         with pytest.raises(Exception) as info:
             runner.resolve(bad)
         assert repr(bad) in str(info.value)
-
-
 
 
 @pytest.mark.spec("000.policy.add-or-remove-flags", "000.sites.jump-forward")

@@ -50,8 +50,6 @@ _pass_names = fx_pass_names
 # --- order, identity, the switch --------------------------------------------------------------
 
 
-
-
 @pytest.mark.spec("002.guards.rank-constant-pass-last", "003.interface.name", "003.default.order", "003.passes.get-default-pass-manager")
 def test_default_order(impl, json_snapshot):
     names = _pass_names(impl)
@@ -60,8 +58,6 @@ def test_default_order(impl, json_snapshot):
         "the aliasing analysis needs the in-place ops still in the graph"
     )
     assert {"order": names} == json_snapshot
-
-
 
 
 @pytest.mark.spec("003.manager.add-pass", "003.adding.new-pass")
@@ -90,14 +86,10 @@ def _small(x):
     return torch.relu(x) * 2
 
 
-
-
 @pytest.mark.spec("003.manager.run-passes", "003.integration.before-lowering", "003.config.enable-fx-passes")
 def test_every_default_pass_runs_when_enabled(impl):
     assert impl.fx_passes().passes_applied(_small, (torch.randn(3),)) == _pass_names(impl)
     assert impl.fx_passes().passes_applied(_small, (torch.randn(3),), {"enable_fx_passes": True}) == _pass_names(impl)
-
-
 
 
 @pytest.mark.spec("003.config.enable-fx-passes")
@@ -105,15 +97,11 @@ def test_enable_fx_passes_false_skips_the_stage(impl):
     assert impl.fx_passes().passes_applied(_small, (torch.randn(3),), {"enable_fx_passes": False}) == []
 
 
-
-
 @pytest.mark.spec("003.config.enable-fx-passes")
 def test_a_bad_enable_fx_passes_value_is_rejected(impl):
     _pass_names(impl)  # both options belong to the FX pass stage; without one, this skips
     with pytest.raises(Exception, match="enable_fx_passes"):
         impl.compile(_small, options={"enable_fx_passes": "no"}, fullgraph=True)(torch.randn(3))
-
-
 
 
 @pytest.mark.spec("003.config.target-device")
@@ -148,8 +136,6 @@ def _same_storage(a: torch.Tensor, b: torch.Tensor) -> bool:
     return a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
 
 
-
-
 @pytest.mark.spec("003.default.aliasing-before-inplace", "003.passes.aliasing-output")
 def test_an_output_that_is_a_mutated_input_is_the_callers_tensor(impl):
     x = torch.randn(6)
@@ -161,8 +147,6 @@ def test_an_output_that_is_a_mutated_input_is_the_callers_tensor(impl):
     assert torch.equal(x, torch.zeros(6)), "writing the output writes the caller's tensor, as in eager"
 
 
-
-
 @pytest.mark.spec("003.passes.aliasing-output")
 def test_a_view_of_a_mutated_input_sees_the_write(impl):
     x = torch.randn(6)
@@ -172,8 +156,6 @@ def test_a_view_of_a_mutated_input_sees_the_write(impl):
     assert_close(list(out), list(expected), what="outputs")
     assert_close(x, xe, what="input after the call")
     assert _same_storage(out[0], x) and out[0].shape == (2, 3)
-
-
 
 
 @pytest.mark.spec("003.passes.aliasing-output")
@@ -194,8 +176,6 @@ def scale_into(x: torch.Tensor, out: torch.Tensor, factor: float) -> None:
 def _calls_kernel(x, out):
     scale_into(x, out, 3.0)
     return out.sum(dim=-1)
-
-
 
 
 @pytest.mark.spec("003.passes.nki-backend-config")

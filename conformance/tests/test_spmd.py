@@ -99,8 +99,6 @@ def test_sharded_decoder_output_equals_unsharded(worlds, world):
         assert_close(res["k_caches"], res["expected_k_caches"], what=f"rank {rank} of {world}: its KV-cache shard")
 
 
-
-
 @pytest.mark.spec("002.rank.vocab-start")
 def test_each_parallel_layer_equals_its_dense_layer(world2):
     for rank, res in enumerate(scenario(world2, "layers")):
@@ -148,8 +146,6 @@ def test_every_rank_traces_identical_text_and_key(worlds, world, name):
     assert all(k == keys[0] for k in keys), f"keys differ across ranks: {keys}"
 
 
-
-
 @pytest.mark.spec("002.collectives.group-name-normalized")
 def test_two_d_mesh_hashes_identically_although_group_names_differ(world4):
     per_rank = scenario(world4, "collectives")
@@ -172,8 +168,6 @@ def test_sharded_decoder_program_snapshot(world2, snapshot):
     assert_mlir(snapshot, "".join(f"// graph {i} of {len(texts)}\n{t}" for i, t in enumerate(texts)))
 
 
-
-
 @pytest.mark.spec("002.collectives.channel-id-invariant")
 def test_two_d_mesh_collectives_snapshot(world4, snapshot):
     texts = scenario(world4, "collectives")[0]["texts"]
@@ -192,8 +186,6 @@ def test_compiler_runs_once_per_distinct_graph_for_the_world(worlds, world, name
     assert sum(invocations) == len(distinct), f"compiler invocations per rank {invocations} for {len(distinct)} graph(s)"
 
 
-
-
 @pytest.mark.spec("002.mpmd.once-per-rank", "002.spmd.additive-fallback")
 def test_mpmd_twin_compiles_once_per_rank(world2):
     per_rank = scenario(world2, "decoder_mpmd_default")
@@ -207,15 +199,11 @@ def test_mpmd_twin_compiles_once_per_rank(world2):
         assert_close(res["decode_out"], res["decode_expected"], what=f"rank {rank}: the twin's decode step")
 
 
-
-
 @pytest.mark.spec("002.guards.warn-by-default")
 def test_mpmd_twin_warns_by_default_naming_the_constant(world2):
     for rank, res in enumerate(scenario(world2, "decoder_mpmd_default")):
         text = "\n".join(res["warnings"])
         assert "rank_id" in text and "neuron_fixtures/spmd.py" in text, f"rank {rank} warnings: {res['warnings']}"
-
-
 
 
 @pytest.mark.spec("002.guards.rank-constant-strict-raises")
@@ -235,15 +223,11 @@ def _staged(per_rank: list[dict]) -> dict:
     return staged
 
 
-
-
 @pytest.mark.spec("002.guards.single-neff-check")
 def test_single_artifact_check_passes_the_spmd_world_in_both_modes(impl, world2):
     staged = _staged(scenario(world2, "decoder_spmd"))
     assert impl.spmd().check_single_artifact(staged, strict=True) == []
     assert impl.spmd().check_single_artifact(staged, strict=False) == []
-
-
 
 
 @pytest.mark.spec("002.guards.single-neff-check")
@@ -256,8 +240,6 @@ def test_single_artifact_check_catches_the_mpmd_twin(impl, world2):
         impl.spmd().check_single_artifact(staged, strict=True)
     for key in {k for hashes in staged.values() for k in hashes}:
         assert key in str(info.value)
-
-
 
 
 @pytest.mark.spec("002.rank.index-select-value-identical")
@@ -292,8 +274,6 @@ def test_deferred_flow_serves_every_rank_of_the_sharded_decoder_from_the_cache(w
         assert_close(res["out"], res["expected"], what=f"rank {rank} of {world}: prefill logits served from the cache")
         assert res["invocations"] == 0, f"rank {rank} compiled while serving"
         assert set(res["served_graphs"].values()) <= distinct, f"rank {rank} served a key the build did not make"
-
-
 
 
 @pytest.mark.spec("002.guards.strict-every-seam")

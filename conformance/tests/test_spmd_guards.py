@@ -47,8 +47,6 @@ def test_spmd_clean_layer_compiles_silently_in_both_settings(impl, monkeypatch, 
     assert not [w for w in caught if "rank" in str(w.message).lower()], [str(w.message) for w in caught]
 
 
-
-
 @pytest.mark.spec("002.guards.warn-by-default")
 def test_mpmd_twin_warns_by_default(impl, monkeypatch):
     monkeypatch.delenv(STRICT, raising=False)
@@ -59,8 +57,6 @@ def test_mpmd_twin_warns_by_default(impl, monkeypatch):
     assert_close(out, layer(x), what="MPMD twin (tolerated)")
     text = "\n".join(str(w.message) for w in caught)
     assert "rank_id" in text and re.search(r"neuron_fixtures/spmd\.py:\d+", text), text
-
-
 
 
 @pytest.mark.spec("002.guards.strict-flag", "002.guards.rank-constant-strict-raises")
@@ -78,8 +74,6 @@ def test_mpmd_twin_fails_under_strict_naming_node_and_line(impl, monkeypatch):
     assert "rank_id" in text and re.search(r"neuron_fixtures/spmd\.py:\d+", text), text
 
 
-
-
 @pytest.mark.spec("002.guards.rank-constant-detects")
 def test_a_constant_without_a_rank_input_is_not_flagged(impl, monkeypatch):
     monkeypatch.setenv(STRICT, "1")
@@ -92,15 +86,11 @@ def test_a_constant_without_a_rank_input_is_not_flagged(impl, monkeypatch):
         assert torch.equal(impl.compile(fn)(x), fn(x))
 
 
-
-
 @pytest.mark.spec("002.guards.num-graphs-agnostic")
 def test_single_artifact_check_passes_a_model_with_many_graphs(impl):
     ranks = [0, 1, 2, 3]
     staged = {g: {f"hash-{g}": ranks} for g in ("prefill_8", "prefill_16", "decode_1", "decode_4", "vision_encoder")}
     assert impl.spmd().check_single_artifact(staged, strict=True) == []
-
-
 
 
 @pytest.mark.spec("002.guards.splinter-strict-raises")

@@ -69,8 +69,6 @@ def test_sharded_decoder_equals_unsharded_on_every_rank(torchrun_world):
         assert_close(res["decode_out"], res["decode_expected"], what=f"rank {rank} (torchrun): decode-step logits")
 
 
-
-
 @pytest.mark.spec("002.spmd.identical-graph")
 def test_every_rank_traces_the_same_text_and_key_and_each_host_compiles_once(torchrun_world):
     per_rank = scenario(torchrun_world, "decoder_spmd")

@@ -1,0 +1,135 @@
+"""The seeds' statement catalogue (conformance/spec/) agrees with the tests that cite it.
+
+Cheap by design (five TOML files and an ast pass over the test files, no test imported): a
+statement with neither a citing test nor a documented reason, or a marker citing an id the
+catalogue lacks, fails ``make test`` here, naming the statement or the test."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from conformance.reporting import spec_coverage as spec
+
+ROOT = Path(__file__).resolve().parent.parent
+CITING = [ROOT / "conformance" / "tests", ROOT / "tests"]
+
+
+def _slug(heading: str) -> str:
+    # GitHub's anchors: lower case, punctuation dropped, spaces to dashes
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def test_every_statement_has_a_citing_test_or_a_documented_reason():
+    catalogue = spec.load()
+    assert spec.problems(catalogue, spec.citations(CITING)) == []
+
+
+def test_the_catalogue_covers_every_seed_with_enough_statements():
+    catalogue = spec.load()
+    seeds = {st.seed_number for st in catalogue.values()}
+    assert seeds == {"000", "001", "002", "003", "004"}
+    assert len(catalogue) >= 150
+
+
+def test_every_deviation_links_a_docs_section_that_exists():
+    for st in spec.load().values():
+        if st.status != spec.DEVIATION:
+            continue
+        page, _, anchor = st.doc.partition("#")
+        path = ROOT / page
+        assert path.is_file(), f"{st.id}: {st.doc} names no file of docs/"
+        headings = {_slug(line.lstrip("#")) for line in path.read_text().splitlines() if line.startswith("#")}
+        assert not anchor or anchor in headings, f"{st.id}: {page} has no section #{anchor}"
+
+
+def _planted(tmp_path: Path, text: str) -> Path:
+    folder = tmp_path / "spec"
+    shutil.copytree(spec.CATALOGUE_DIR, folder)
+    with open(folder / "001_backend.toml", "a", encoding="utf-8") as f:
+        f.write(text)
+    return folder
+
+
+def test_a_planted_statement_without_a_test_or_a_reason_fails_naming_it(tmp_path):
+    folder = _planted(tmp_path, '\n[[statement]]\nid = "001.env.planted-variable"\nkind = "env"\n'
+                                'quote = "TORCH_NEURONX_PLANTED - bool - False"\nstatus = "tested"\n')
+    found = spec.problems(spec.load(folder), spec.citations(CITING))
+    assert len(found) == 1 and found[0].startswith("001.env.planted-variable: status 'tested' but no test cites it")
+
+
+def test_a_marker_citing_an_unknown_id_fails_naming_the_test(tmp_path):
+    tests = tmp_path / "test_planted.py"
+    tests.write_text('import pytest\n\n\n@pytest.mark.spec("001.env.disable-fallback-execution", "001.env.no-such-variable")\n'
+                     'def test_planted():\n    pass\n')
+    found = spec.problems(spec.load(), {**spec.citations(CITING), **spec.citations([tests])})
+    assert found == [f"{tests.as_posix()}::test_planted: @pytest.mark.spec cites '001.env.no-such-variable', "
+                     "which conformance/spec/ does not list"]
+
+
+@pytest.mark.parametrize("fields, words", [
+    ('status = "deviation"', "a deviation links the page of docs/"),
+    ('status = "not-applicable-on-CPU"', "say why it is not applicable"),
+    ('status = "maybe"', "status 'maybe'"),
+])
+def test_a_reason_is_required_for_a_statement_no_test_checks(tmp_path, fields, words):
+    folder = _planted(tmp_path, f'\n[[statement]]\nid = "001.env.planted"\nkind = "env"\nquote = "q"\n{fields}\n')
+    with pytest.raises(spec.CatalogueError, match=re.escape(words)) as info:
+        spec.load(folder)
+    assert "001_backend.toml" in str(info.value) and "001.env.planted" in str(info.value)
+
+
+def test_an_id_of_another_seed_or_listed_twice_is_refused(tmp_path):
+    folder = _planted(tmp_path, '\n[[statement]]\nid = "002.env.x"\nkind = "env"\nquote = "q"\nstatus = "tested"\n')
+    with pytest.raises(spec.CatalogueError, match="this file's seed"):
+        spec.load(folder)
+    folder = _planted(tmp_path / "twice", '\n[[statement]]\nid = "001.param.model"\nkind = "env"\nquote = "q"\nstatus = "tested"\n')
+    with pytest.raises(spec.CatalogueError, match="listed twice"):
+        spec.load(folder)
+
+
+def _catalogue(*statements: spec.Statement) -> dict[str, spec.Statement]:
+    return {st.id: st for st in statements}
+
+
+def test_a_run_meets_fails_skips_or_leaves_each_statement_untested():
+    st = [spec.Statement(id=f"001.env.s{i}", seed="001_x.txt", quote="q", kind="env", status=spec.TESTED) for i in range(5)]
+    st.append(spec.Statement(id="001.api.row", seed="001_x.txt", quote="q", kind="api", status=spec.TESTED,
+                             support=("apis", "compile", "Supported")))
+    tests = [
+        {"id": "a::t1", "outcome": "passed", "spec": ["001.env.s0", "001.env.s1"]},
+        {"id": "a::t2", "outcome": "failed", "message": "boom", "spec": ["001.env.s1"]},
+        {"id": "a::t3", "outcome": "skipped", "message": "not supported by x: no such capability", "spec": ["001.env.s2"]},
+        {"id": "a::t4", "outcome": "fell back", "message": "fell back: eager", "spec": ["001.env.s3"]},
+        {"id": "a::t5", "outcome": "passed", "spec": ["001.api.row"]},
+    ]
+    cov = spec.coverage(_catalogue(*st), tests, [{"table": "apis", "row": "compile", "status": "Partial"}])
+    verdicts = {s["id"]: s["verdict"] for s in cov["statements"]}
+    assert verdicts == {"001.env.s0": "met", "001.env.s1": "failed", "001.env.s2": "skipped", "001.env.s3": "failed",
+                        "001.env.s4": "untested", "001.api.row": "failed"}
+    notes = {s["id"]: s["note"] for s in cov["statements"]}
+    assert notes["001.api.row"] == "support row observed Partial; the seed says Supported"
+    assert "no such capability" in notes["001.env.s2"]
+    seed = cov["seeds"]["001_x.txt"]
+    assert (seed["statements"], seed["met"], seed["failed"], seed["skipped"], seed["untested"]) == (6, 1, 3, 1, 1)
+    page = spec.render(cov, "x", "default")
+    assert "| 001_x.txt | 6 | 1 | 3 | 1 | 1 | 0 | 0 |" in page and "| env | 1 | 2 | 1 | 1 |" in page
+
+
+def test_the_figures_in_the_docs_are_the_catalogues():
+    import collections
+
+    catalogue = spec.load()
+    counts = collections.Counter((st.seed_number, st.status) for st in catalogue.values())
+    page = (ROOT / "docs" / "spec_coverage.md").read_text()
+    rows = {line.split("|")[1].strip()[:3]: [int(c) for c in line.split("|")[2:6]]
+            for line in page.splitlines() if re.match(r"\| (00\d|all) ", line)}
+    for seed in ("000", "001", "002", "003", "004"):
+        want = [sum(v for (s, _), v in counts.items() if s == seed),
+                counts[(seed, spec.TESTED)], counts[(seed, spec.DEVIATION)], counts[(seed, spec.NOT_APPLICABLE)]]
+        assert rows.get(seed) == want, f"docs/spec_coverage.md, seed {seed}: {rows.get(seed)}; the catalogue: {want}"
+    assert rows.get("all") == [len(catalogue), *(sum(counts[(s, st)] for s in "000 001 002 003 004".split())
+                                                 for st in (spec.TESTED, spec.DEVIATION, spec.NOT_APPLICABLE))]
