@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# The ATOM graph-capture contract on a CUDA machine, with torch.cuda.CUDAGraph as the recorder:
-# token and request graphs with Dynamo's eager backend and Inductor, and the production default,
-# a level-3 decoder (Inductor pieces) captured by ModelRunner.capture_cudagraph() under TR_HYBRID
-# (graph, live attention, graph) and FULL, replayed against eager.
+# The ATOM graph-capture contract on a CUDA machine, with torch.cuda.CUDAGraph as the recorder, all
+# in one process (a capture after another, as a serving process does): token and request graphs
+# with Dynamo's eager backend and Inductor; the production default, a level-3 decoder (Inductor
+# pieces) captured by ModelRunner.capture_cudagraph() under TR_HYBRID (graph, live attention, graph)
+# and FULL; the production-shaped decoder (a mutating attention op reading the forward context, one
+# live and one recorded inline) under FULL, FULL_DECODE_ONLY, TR_HYBRID and FULL_AND_TR_HYBRID; a
+# capture after every earlier graph is gone. Each replay is checked against eager.
 # Needs torch built with CUDA, pytest and this repository; nothing else (no compiler toolchain of
 # the reference, no network). Without a GPU (as in CI) the tests are skipped with the reason.
 # Usage: scripts/gpu_check.sh [extra pytest args]

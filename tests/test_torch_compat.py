@@ -34,24 +34,40 @@ def _private(name: str) -> bool:
     return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
 
 
+def _dotted(node: ast.AST) -> list[str] | None:
+    """``["torch", "utils", "_pytree"]`` for ``torch.utils._pytree``; ``None`` unless rooted at ``torch``."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name) and node.id == "torch":
+        return ["torch", *reversed(parts)]
+    return None
+
+
 def private_torch_names(source: str, filename: str = "<string>") -> list[tuple[int, str]]:
-    """(line, what) for each place the code names a private torch module or attribute:
-    ``torch._x``, ``import torch._x``, ``from torch._x import ...``, ``from torch import _x``."""
+    """(line, what) for each place the code names a private torch module or attribute, at any depth:
+    ``torch._x``, ``torch.utils._x``, ``import torch.a._x``, ``from torch.a._x import ...``,
+    ``from torch.a import _x``. A chain is reported once, at its first private part. ``torch.ops.*``
+    is the op registry, whose names (``_c10d_functional``, ``aten._foo``) are operators, not Python API."""
     found = []
     for node in ast.walk(ast.parse(source, filename)):
-        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "torch":
-            if _private(node.attr):
-                found.append((node.lineno, f"torch.{node.attr}"))
+        if isinstance(node, ast.Attribute):
+            parts = _dotted(node)
+            if parts and parts[1:2] != ["ops"] and _private(parts[-1]) and not any(_private(p) for p in parts[1:-1]):
+                found.append((node.lineno, ".".join(parts)))
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             parts = node.module.split(".")
-            if parts[0] == "torch" and len(parts) > 1 and _private(parts[1]):
+            if parts[0] != "torch":
+                continue
+            if any(_private(p) for p in parts[1:]):
                 found.append((node.lineno, f"from {node.module} import ..."))
-            elif node.module == "torch":
-                found += [(node.lineno, f"from torch import {a.name}") for a in node.names if _private(a.name)]
+            else:
+                found += [(node.lineno, f"from {node.module} import {a.name}") for a in node.names if _private(a.name)]
         elif isinstance(node, ast.Import):
             for alias in node.names:
                 parts = alias.name.split(".")
-                if parts[0] == "torch" and len(parts) > 1 and _private(parts[1]):
+                if parts[0] == "torch" and any(_private(p) for p in parts[1:]):
                     found.append((node.lineno, f"import {alias.name}"))
     return sorted(found)
 
@@ -60,9 +76,11 @@ def test_the_scanner_finds_every_spelling_and_ignores_strings_comments_and_dunde
     source = (
         "import torch\nimport torch._dynamo\nfrom torch._ops import OpOverload\nfrom torch import _C, nn\n"
         "x = torch._C._foo\ny = torch.__version__\n# torch._comment\ns = 'torch._string'\n"
+        "from torch.utils import _pytree\nimport torch.utils._pytree\nz = torch.utils._pytree.tree_map\n"
     )
     assert private_torch_names(source) == [
         (2, "import torch._dynamo"), (3, "from torch._ops import ..."), (4, "from torch import _C"), (5, "torch._C"),
+        (9, "from torch.utils import _pytree"), (10, "import torch.utils._pytree"), (11, "torch.utils._pytree"),
     ]
 
 

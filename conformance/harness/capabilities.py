@@ -475,6 +475,11 @@ class AtomCapability:
     GraphCaptureError: type | None = None
     #: ``recording_backend(backend)``: a ``torch.compile`` backend that records for capture.
     recording_backend: Callable[[str], Any] | None = None
+    #: ``step_report(runner)``: which path served the runner's last ``execute`` step: an object with
+    #: ``path`` (``"token_graph"``, ``"req_graph"`` or ``"eager"``), ``bucket`` (rows of the token
+    #: bucket, requests of the request graph; ``None`` when eager), ``padded_rows``, ``reason`` (why
+    #: eager), ``ubatch_split_bs`` (the TBO microbatches' request counts, or ``None``).
+    step_report: Callable[[Any], Any] | None = None
 
     def missing(self, *names: str) -> list[str]:
         """Of ``names``, those not provided (unknown names count as missing)."""

@@ -505,6 +505,111 @@ def level_1_runs_eagerly():
     _module(_ATOM_RUNNER).compile_model = lambda model, config: model
 
 
+# --- between recorded pieces: the buffers a live region and the next piece share -----------------
+
+
+@_mutant("ATOM runner: a live region's writes reach the next piece",
+         f"{_ATOM_MATRIX}::test_prefill_and_every_decode_match_eager[L3-inductor-TR_HYBRID-plain]", r"batch size -> worst")
+def live_region_writes_dropped():
+    """A token graph's live region runs on private copies of its recorded inputs, so what it writes
+    into a buffer it mutates (attention's ``output``) never reaches the next recorded piece; only
+    what it returns is copied back."""
+    rec = _module("reference.atom.recorder")
+    replay = rec.CPURecording._replay
+
+    def on_copies(self):
+        saved = [(item, item.args) for item in self.launches if item.eager]
+        for item, args in saved:
+            item.args = rec.pytree.tree_map(lambda t: t.clone() if isinstance(t, rec.torch.Tensor) else t, args)
+        try:
+            replay(self)
+        finally:
+            for item, args in saved:
+                item.args = args
+
+    rec.CPURecording._replay = on_copies
+
+
+@_mutant("ATOM runner: a replayed step is written where the recording reads",
+         f"{_ATOM_MATRIX}::test_prefill_and_every_decode_match_eager[L3-inductor-TR_HYBRID-plain]", r"batch size -> worst")
+def replay_reads_the_capture_step():
+    """A replaying step's metadata is built in fresh tensors and the runner's buffers keep the
+    capture's: a split op recorded inline (no eager region) reads the capture step's context
+    lengths at every replay of a token graph."""
+    runner = _module(_ATOM_RUNNER).ModelRunner
+
+    def unstaged(self, input_ids, positions, context_lens):
+        fv, rows = self.forward_vars, int(input_ids.shape[0])
+        return fv["input_ids"][:rows].copy_(input_ids), fv["positions"][:rows].copy_(positions), context_lens
+
+    runner._stage = unstaged
+
+
+@_mutant("ATOM runner: padding rows hold padding",
+         f"{_ATOM_MATRIX}::test_a_replayed_step_leaves_its_rows_then_padding_in_the_recorded_buffers[L0-FULL_AND_TR_HYBRID]",
+         r"buffer holds the step, then token 0")
+def padding_rows_left_stale():
+    """A replaying step writes only its real rows into the runner's buffers: the padding rows of
+    the bucket keep whatever an earlier step left there."""
+    runner = _module(_ATOM_RUNNER).ModelRunner
+    execute = runner.execute
+
+    @functools.wraps(execute)
+    def remember_rows(self, input_ids, *args, **kwargs):
+        self._selfcheck_real_rows = int(input_ids.shape[0])
+        return execute(self, input_ids, *args, **kwargs)
+
+    def real_rows_only(self, input_ids, positions, context_lens):
+        fv = self.forward_vars
+        rows, real = int(input_ids.shape[0]), self._selfcheck_real_rows
+        fv["input_ids"][:real].copy_(input_ids[:real])
+        fv["positions"][:real].copy_(positions[:real])
+        fv["context_lens"][: len(context_lens)].copy_(context_lens)
+        return fv["input_ids"][:rows], fv["positions"][:rows], fv["context_lens"][: len(context_lens)]
+
+    runner._stage = real_rows_only
+    runner.execute = remember_rows
+
+
+@_mutant("ATOM runner: a captured size replays its own bucket",
+         f"{_ATOM_MATRIX}::test_each_step_reports_the_path_the_dispatch_rules_give_it[L0-FULL-plain]", r"reported, expected")
+def exact_sizes_padded_up():
+    """A decode whose batch size is a captured size is padded to the next captured size (when there
+    is one) instead of replaying its own bucket: right logits, wasted rows on every such step."""
+    import dataclasses
+
+    mode = _module("reference.atom.forward_mode")
+    decide = mode.ForwardMode.decide.__func__
+
+    def padded_up(cls, graph_mode, *, capture_sizes=(), **kw):
+        bs = kw.get("batch_size")
+        bigger = [s for s in sorted(capture_sizes) if s > bs]
+        if not kw.get("is_prefill") and bs in capture_sizes and bigger:
+            kw["batch_size"] = bigger[0]
+            chosen = decide(cls, graph_mode, capture_sizes=capture_sizes, **kw)
+            return dataclasses.replace(chosen, batch_size=bs)
+        return decide(cls, graph_mode, capture_sizes=capture_sizes, **kw)
+
+    mode.ForwardMode.decide = classmethod(padded_up)
+
+
+@_mutant("ATOM forward context: reset after an exception",
+         f"{_ATOM_MATRIX}::test_an_exception_inside_a_step_leaves_no_forward_context_behind", r"stayed set")
+def forward_context_kept_after_an_exception():
+    """``in_forward_context`` resets the context when its block ends normally but not when the
+    block raises, so a failed step's context stays in force."""
+    fwd = _module("reference.atom.forward_context")
+
+    @contextlib.contextmanager
+    def leaky(*args, **kwargs):
+        ctx = fwd.set_forward_context(*args, _depth=4, **kwargs)
+        yield ctx
+        fwd.reset_forward_context()
+
+    for name in ("reference.atom.forward_context", "reference.atom", _ATOM_RUNNER):
+        _module(name).in_forward_context = leaky
+
+
 # --- one per contract module that had none: parity, HLO determinism, models, ATOM graph capture,
 # --- resident weights, metrics, compile_only ------------------------------------------------------
 

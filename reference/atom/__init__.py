@@ -115,7 +115,14 @@ from reference.atom.region_graph import (  # noqa: E402
     token_graph,
     token_graph_of,
 )
-from reference.atom.model_runner import ModelRunner, RunnerCounters, check_runner_config, resolve_capture_sizes  # noqa: E402
+from reference.atom.model_runner import (  # noqa: E402
+    ModelRunner,
+    RunnerCounters,
+    StepReport,
+    check_runner_config,
+    resolve_capture_sizes,
+    step_report,
+)
 
 __all__ += [
     "AttentionMetaData",
@@ -143,6 +150,8 @@ __all__ += [
     "request_bucket",
     "graph_pool",
     "ModelRunner",
+    "StepReport",
+    "step_report",
     "RunnerCounters",
     "check_runner_config",
     "resolve_capture_sizes",

@@ -42,11 +42,10 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Optional, Sequence
 
 import torch
-from torch.utils import _pytree as pytree
 
 from reference import NeuronBackendError
 from reference.atom.forward_context import ForwardContext, get_forward_context, swapped_forward_context
-from reference.core.torch_compat import lookup_backend
+from reference.core.torch_compat import lookup_backend, pytree
 
 __all__ = [
     "CPURecording",

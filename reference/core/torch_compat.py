@@ -51,12 +51,15 @@ from torch._guards import TracingContext, detect_fake_mode
 from torch._library.custom_ops import OPDEFS
 from torch._ops import OpOverload, OpOverloadPacket
 from torch._subclasses.fake_tensor import FakeTensorMode, unset_fake_temporarily
+from torch.utils import _pytree as pytree
 
 __all__ = [
     "WRITTEN_FOR", "TorchVersionWarning", "torch_release", "torch_supported", "check_torch_version",
     # ops and the dispatcher
     "OpOverload", "OpOverloadPacket", "OPDEFS", "dispatch_has_kernel", "dispatch_has_kernel_for_key", "has_composite_implicit_kernel",
     "resolve_packet_overload", "core_aten_decompositions", "get_decompositions",
+    # pytrees (flattening nested outputs)
+    "pytree",
     # fake tensors and dispatch modes
     "FakeTensorMode", "unset_fake_temporarily", "detect_fake_mode", "enable_python_dispatcher",
     # Dynamo

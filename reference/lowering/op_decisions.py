@@ -37,7 +37,7 @@ import torch
 
 from reference.cache.key import tool_versions
 from reference.core.errors import LoweringError
-from reference.core.torch_compat import FakeTensorMode, OpOverload, OpOverloadPacket, has_composite_implicit_kernel
+from reference.core.torch_compat import FakeTensorMode, OpOverload, OpOverloadPacket, has_composite_implicit_kernel, pytree
 from reference.lowering.decompositions import extra_decompositions, library_lowerings
 from reference.lowering.optable import break_ops
 
@@ -154,7 +154,7 @@ def _probe(name: str, fn: Callable, args: Sequence[Any], kwargs: dict[str, Any])
     from reference.lowering.stablehlo import decomposition_table, lower_to_stablehlo
 
     mode = FakeTensorMode()
-    flat, spec = torch.utils._pytree.tree_flatten((list(args), dict(kwargs)))
+    flat, spec = pytree.tree_flatten((list(args), dict(kwargs)))
     slots = [i for i, v in enumerate(flat) if isinstance(v, torch.Tensor)]
     try:
         fresh = [_fresh(flat[i], mode) for i in slots]
@@ -165,10 +165,10 @@ def _probe(name: str, fn: Callable, args: Sequence[Any], kwargs: dict[str, Any])
         values = list(flat)
         for i, t in zip(slots, tensors):
             values[i] = t
-        a, kw = torch.utils._pytree.tree_unflatten(values, spec)
+        a, kw = pytree.tree_unflatten(values, spec)
         # The inputs are outputs too (what a kernel writes into its buffer is part of its result);
         # only tensors: lowering returns tensors.
-        leaves = torch.utils._pytree.tree_leaves((fn(*a, **kw), tensors))
+        leaves = pytree.tree_leaves((fn(*a, **kw), tensors))
         return tuple(t for t in leaves if isinstance(t, torch.Tensor))
 
     try:
