@@ -1,7 +1,7 @@
-"""Two honest adapters: the suite must never fail an implementation for saying what it lacks.
+"""Three honest adapters: the suite must never fail an implementation for saying what it lacks.
 
-Both compile with torch's ``aot_eager`` (cheap, and no code of this project), as an outside team's
-adapter would:
+All three compile with torch's ``aot_eager`` (cheap, and no code of this project), as an outside
+team's adapter would:
 
 - ``not_supported`` declares every capability group (adapter v2, ``conformance.harness.capabilities``)
   with an object whose every member raises :class:`~conformance.harness.implementation.NotSupported`
@@ -10,16 +10,31 @@ adapter would:
   every optional question with an empty answer: no variables, no forced graph breaks, no debug
   artifacts, no declared support matrix, a helper API with no symbols (``HelperApi()``), no FX
   passes (``[]``); it declares no cache (``aot_eager`` has none); where ``aot_eager`` itself breaks the Neuron contract, the known failures of
-  ``conformance/expected/aot_eager.txt`` apply.
+  ``conformance/expected/aot_eager.txt`` apply;
+- ``partial`` answers some questions and not others, as a real implementation rarely has all or
+  nothing: a helper API with some symbols (``get_rank``, ``get_model_name``, ``set_model_name``),
+  some variables (``NEURON_CC_FLAGS`` and ``NEURON_PLATFORM_TARGET_OVERRIDE``, which it reads and has
+  no compiler to hand to), a forced-graph-break answer whose one entry is empty
+  (``{"no_lowering": {}}``), no debug artifacts (``{}``), ``unsupported_compiler_apis`` raising
+  ``NotSupported``, and no support matrix (``NotSupported``: the probes observe and skip). It
+  declares no FX passes and no cache. Each test needing an answer it lacks must skip even when it
+  got the other answers it asked for.
 
-``tests/test_conformance_honest.py`` runs the suite against both and requires 0 failures and
-0 errors. Use them as ``--conformance-impl conformance.selfcheck.honest:not_supported`` (or
-``:empty``).
+``tests/test_conformance_honest.py`` runs every module of the suite against each of them and
+requires 0 failures and 0 errors. Use them as
+``--conformance-impl conformance.selfcheck.honest:not_supported`` (or ``:empty``, ``:partial``).
+
+Loaded as a pytest plugin as well (``-p conformance.selfcheck.honest``), the module fails a test
+that passes although ``not_supported`` refused it something in the test's body: a refusal the
+test caught and then passed anyway, where it must be a skip.
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any, Callable, Mapping
+
+import pytest
 
 from conformance.adapters.torch_builtin import BuiltinBackend, TorchBuiltinImplementation
 from conformance.harness.capabilities import (
@@ -35,8 +50,13 @@ from conformance.harness.capabilities import (
 from conformance.harness.implementation import Implementation, NotSupported
 
 
+#: The members ``not_supported`` refused during the running test's body (see pytest_pyfunc_call).
+_REFUSED: list[str] = []
+
+
 def _refuses(name: str) -> Callable[..., Any]:
     def method(self, *args: Any, **kwargs: Any) -> Any:
+        _REFUSED.append(name)
         raise NotSupported(f"honest-not-supported has no {name} (an honest answer)")
 
     method.__name__ = name
@@ -92,6 +112,14 @@ class NotSupportedEverywhere(Implementation):
 
     graph_compile_times = _refuses("graph_compile_times")
 
+    def evidence(self):
+        # The suite's own observation asks backend().names() and, refused, observes every backend,
+        # as documented; a test body that opens it has not swallowed a refusal of its own.
+        seen = len(_REFUSED)
+        observation = super().evidence()
+        del _REFUSED[seen:]
+        return observation
+
 
 class EmptyBackend(BuiltinBackend):
     """``aot_eager``'s backend contract, every optional question answered with ``{}``."""
@@ -145,9 +173,85 @@ class EmptyAnswers(TorchBuiltinImplementation):
     # group is not declared (the default accessor raises NotSupported).
 
 
+class PartialBackend(BuiltinBackend):
+    """``aot_eager``'s backend contract with some of the optional answers: each one true of what
+    this adapter does, the rest empty or refused."""
+
+    #: The variables it reads, with their defaults; :meth:`torch_compile` reads them on every call.
+    VARIABLES = {"NEURON_CC_FLAGS": "", "NEURON_PLATFORM_TARGET_OVERRIDE": ""}
+
+    def __init__(self, backend: str) -> None:
+        super().__init__(backend)
+        self._model_name = "model_default"
+        #: The variables as the last compile read them (aot_eager has no compiler to pass them to).
+        self.settings: dict[str, str] = {}
+
+    def torch_compile(self, model: Callable, **kwargs: Any) -> Callable:
+        self.settings = {name: os.environ.get(name, default) for name, default in self.VARIABLES.items()}
+        return super().torch_compile(model, **kwargs)
+
+    def forced_graph_breaks(self) -> Mapping[str, Any]:
+        return {"no_lowering": {}}  # every op it is handed lowers: the entry is there, and empty
+
+    def environment_variables(self) -> Mapping[str, Any]:
+        return dict(self.VARIABLES)
+
+    def helper_api(self) -> HelperApi:
+        return HelperApi(get_rank=_rank, get_model_name=lambda: self._model_name, set_model_name=self._set_model_name)
+
+    def _set_model_name(self, name: str) -> None:
+        # Kept and returned; aot_eager writes no artifacts and keeps no metrics it could name.
+        self._model_name = name
+
+    def debug_artifact_globs(self) -> Mapping[str, str]:
+        return {}
+
+    def unsupported_compiler_apis(self) -> Mapping[str, str]:
+        raise NotSupported("honest-partial declares nothing about torch.compiler's APIs")
+
+    def expected_support(self) -> Mapping[str, Mapping[str, str]]:
+        # A declared matrix must give every row a status (an undeclared row that a probe observes
+        # fails), so an adapter that has not written one yet says so.
+        raise NotSupported("honest-partial declares no support matrix yet")
+
+
+def _rank() -> int:
+    import torch.distributed as dist
+
+    return dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
+
+
+class PartialAnswers(TorchBuiltinImplementation):
+    """``aot_eager`` behind an adapter that answers some optional questions and not others."""
+
+    backend_capability = PartialBackend
+
+    def __init__(self) -> None:
+        super().__init__("aot_eager")
+        self.name = "honest-partial"
+
+    # No fx_passes(), no cache(): the groups are not declared.
+
+
 def not_supported() -> NotSupportedEverywhere:
     return NotSupportedEverywhere()
 
 
 def empty() -> EmptyAnswers:
     return EmptyAnswers()
+
+
+def partial() -> PartialAnswers:
+    return PartialAnswers()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_pyfunc_call(pyfuncitem: pytest.Function):
+    # The test function alone: a fixture may meet a refusal and carry on (the test then skips where
+    # it needs the answer); a test body that met one may not pass.
+    _REFUSED.clear()
+    result = yield
+    if _REFUSED:
+        refused = ", ".join(sorted(set(_REFUSED)))
+        pytest.fail(f"passed although the adapter refused {refused}: a refusal is a skip, never a pass", pytrace=False)
+    return result
