@@ -241,7 +241,7 @@ def _call(fn: Callable, sample: Any, seed: int) -> Any:
         return fn(_clone(sample.input), *_clone(tuple(sample.args)), **_clone(dict(sample.kwargs)))
 
 
-def _first_line(exc: BaseException) -> str:
+def first_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     line = text[0] if text else ""
     return f"{type(exc).__name__}: {line[:300]}" if line else type(exc).__name__
@@ -291,7 +291,7 @@ def run_op(impl: Implementation, opinfo: Any, dtype_name: str, *, limit: int = M
             except Exception as exc:  # noqa: BLE001 - eager itself rejects the sample: nothing to compare
                 row.samples = index
                 if index == 0:
-                    row.verdict, row.detail, row.sample = NOT_SUPPORTED, f"eager raises on the sample: {_first_line(exc)}", where
+                    row.verdict, row.detail, row.sample = NOT_SUPPORTED, f"eager raises on the sample: {first_line(exc)}", where
                     return row
                 break
             # a random op gives another result on each call: compare its structure, not its values
@@ -301,7 +301,7 @@ def run_op(impl: Implementation, opinfo: Any, dtype_name: str, *, limit: int = M
             except NotSupported:
                 raise
             except Exception as exc:  # noqa: BLE001 - whatever the implementation raises is the verdict
-                row.verdict, row.detail, row.sample, row.samples = ERROR, _first_line(exc), where, index + 1
+                row.verdict, row.detail, row.sample, row.samples = ERROR, first_line(exc), where, index + 1
                 break
             row.samples = index + 1
             why = mismatch(actual, expected, rtol, atol, values=not random)

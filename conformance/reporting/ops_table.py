@@ -7,6 +7,7 @@ and ``.json``.
     python -m conformance.reporting.ops_table [--spec SPEC]            # write reports/<impl>/ops/ops.md, ops.json
     python -m conformance.reporting.ops_table [--spec SPEC] --docs     # and the docs/support/ copies
     python -m conformance.reporting.ops_table [--spec SPEC] --check    # a fresh full run against the copy
+    python -m conformance.reporting.ops_table --compare BEFORE.json AFTER.json   # two runs, row by row
 
 The table lists the rows a team acts on first (wrong, error, fell back), then graph breaks, skips,
 and a compact op x dtype grid of every row. ``--check`` runs the whole lane in a child pytest as
@@ -250,8 +251,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--docs", action="store_true", help="also write docs/support/<impl>-ops.md and .json")
     parser.add_argument("--partial", default="", help="label the table partial, saying what it covers")
     parser.add_argument("--check", action="store_true", help="run the whole lane fresh and compare with the copy")
+    parser.add_argument("--compare", nargs=2, type=Path, metavar=("BEFORE", "AFTER"),
+                        help="compare two ops.json (two runs, or the checked-in copy and a run) and stop")
     parser.add_argument("-n", "--jobs", default="2")
     args = parser.parse_args(argv)
+    if args.compare:
+        before, after = (json.loads(p.read_text(encoding="utf-8")) for p in args.compare)
+        lines = drift(before, after)
+        for line in lines:
+            print(line.replace("checked in", "before").replace("fresh run", "after"))
+        print(f"ops-table: {len(lines)} row(s) changed verdict; counts before {before['counts']}, after {after['counts']}")
+        return 1 if lines else 0
     from conformance.harness.implementation import DEFAULT_IMPL, load_implementation
 
     spec = args.spec or DEFAULT_IMPL

@@ -29,7 +29,7 @@ import pytest
 
 from conformance.harness import opinfo
 from conformance.harness.env import ops_selection
-from conformance.harness.implementation import Implementation
+from conformance.harness.implementation import Implementation, NotSupported
 from conformance.harness.outcomes import FellBack
 from conformance.plugin import SUITE
 from conformance.reporting import ops_table
@@ -80,7 +80,14 @@ def test_op_matches_eager(op_row: tuple[str, str], impl: Implementation, pytestc
     # recorded before the run too, so a row whose run kills the worker (a segmentation fault in a
     # runtime) still has its verdict in the table
     ops_table.record(suite.report_dir(), opinfo.Verdict(entry, dtype, opinfo.ERROR, opinfo.CRASHED))
-    row = opinfo.run_op(impl, opinfo.entries()[entry], dtype)
+    try:
+        row = opinfo.run_op(impl, opinfo.entries()[entry], dtype)
+    except NotSupported as exc:
+        ops_table.record(suite.report_dir(), opinfo.Verdict(entry, dtype, opinfo.NOT_SUPPORTED, str(exc)))
+        raise
+    except Exception as exc:  # the lane's own step (samples, compile call) raised: an error row, not a crash
+        ops_table.record(suite.report_dir(), opinfo.Verdict(entry, dtype, opinfo.ERROR, opinfo.first_line(exc)))
+        raise
     ops_table.record(suite.report_dir(), row)
     bad = row.verdict in (opinfo.WRONG, opinfo.ERROR, opinfo.FELL_BACK)
     checked_in = ops_table.checked_in_verdict(impl, entry, dtype)
