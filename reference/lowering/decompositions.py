@@ -42,6 +42,15 @@ def remainder(x: torch.Tensor, other) -> torch.Tensor:
     return torch.where((r != 0) & ((r < 0) != (other < 0)), r + other, r)
 
 
+def empty_contraction(x: torch.Tensor, y: torch.Tensor):
+    """``mm``/``bmm`` over a contracted dimension of size 0 is zeros; iree-compile dies of a division
+    by zero (SIGFPE, status -8) tiling such a matmul, so it never reaches the compiler. Any other
+    shape keeps the op (``NotImplemented``: the decomposition declines)."""
+    if x.shape[-1] != 0:
+        return NotImplemented
+    return x.new_zeros((*x.shape[:-1], y.shape[-1]))
+
+
 def grouped_mm_rows(input: torch.Tensor, weight: torch.Tensor, offs: torch.Tensor) -> torch.Tensor:
     """A grouped matmul over rows sorted by group (``transformers::grouped_mm_fallback``: row ``s``
     of ``input`` [S, K] times ``weight[e]`` [K, N] for the group ``e`` with
@@ -155,6 +164,8 @@ def extra_decompositions() -> dict:
         aten.fmod.Scalar: fmod_scalar,
         aten.remainder.Tensor: remainder,
         aten.remainder.Scalar: remainder,
+        aten.mm.default: empty_contraction,
+        aten.bmm.default: empty_contraction,
         aten._scaled_dot_product_flash_attention_for_cpu_backward.default: flash_attention_backward,
         aten.convolution_backward.default: convolution_backward,
     }
