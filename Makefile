@@ -126,7 +126,7 @@ snapshot-review: $(STAMP)
 	$(PY) -m conformance.reporting.snapshot_review --base $(BASE) --out reports/snapshot-review.md
 
 # Benchmarks; figures go to reports/bench/. REPEAT=N repeats each figure (median and spread);
-# BENCH=name limits the run to named benchmarks (atom cache graphs grouped_experts parallel_compile pipeline spmd).
+# BENCH=name limits the run to named benchmarks (atom cache graphs grouped_experts parallel_compile pipeline runner_step spmd ...).
 REPEAT ?= 1
 BENCH ?=
 bench: $(STAMP)

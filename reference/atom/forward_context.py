@@ -21,8 +21,8 @@ set. The state lives in one small holder object, per thread.
 from __future__ import annotations
 
 import contextlib
+import sys
 import threading
-import traceback
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Optional, Union
 
@@ -143,15 +143,29 @@ class _Slot(threading.local):
 
     def __init__(self) -> None:
         self.current = ForwardContext()
-        self.set_at: Optional[str] = None
+        self.set_at: Optional[_SetAt] = None
 
 
 _slot = _Slot()
 
 
-def _caller(depth: int) -> str:
-    frame = traceback.extract_stack(limit=depth + 1)[0]
-    return f"{frame.filename}:{frame.lineno} in {frame.name}"
+class _SetAt:
+    """Where a context was set: the caller's file, line and function, kept as plain values and
+    formatted only when an error names them (every step sets a context; a stack walk per step would
+    cost more than the rest of the set)."""
+
+    __slots__ = ("filename", "lineno", "name")
+
+    def __init__(self, depth: int) -> None:
+        frame = sys._getframe(depth)
+        self.filename, self.lineno, self.name = frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name
+
+    def __str__(self) -> str:
+        return f"{self.filename}:{self.lineno} in {self.name}"
+
+
+def _caller(depth: int) -> _SetAt:
+    return _SetAt(depth + 1)
 
 
 def set_forward_context(

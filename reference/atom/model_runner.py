@@ -202,6 +202,7 @@ class ModelRunner:
         #: What served each step, the latest last (bounded: a serving loop runs forever).
         self.steps: collections.deque[StepReport] = collections.deque(maxlen=4096)
         self.last_step: Optional[StepReport] = None
+        self._units: Optional[list[nn.Module]] = None  # the model's @token_graph units, found once
         max_seqs = config.max_num_seqs
         max_tokens = max_seqs * (mtp_k + 1)
         # Static buffers: every recording reads its inputs and metadata from slices of these, and a
@@ -355,7 +356,10 @@ class ModelRunner:
 
     # --- steps ---------------------------------------------------------------------------------
     def _token_buckets(self) -> dict[str, list[int]]:
-        units = _token_graph_units(self.model)
+        # The units are found once: walking the model's modules on every step costs tens of µs.
+        if self._units is None:
+            self._units = _token_graph_units(self.model)
+        units = self._units
         if not units:
             return {}
         graph = token_graph_of(units[0])
