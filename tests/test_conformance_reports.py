@@ -199,3 +199,31 @@ def test_an_undeclared_loss_of_precision_fails_saying_so_and_a_declared_one_pass
     with pytest.raises(ValueError, match="wider"):
         Precision({"float32": "float64"})
     assert Precision({"float32": "tf32"}).computed_as(torch.float32) == "float16"
+
+
+def test_a_module_skipped_at_collection_is_in_summary_json_and_the_totals_match_pytests_line(tmp_path):
+    # test_models.py skips itself at collection without transformers: a stand-in module that fails
+    # to import (ModuleNotFoundError, what importorskip skips on) hides the installed one in this child. The summary must count it as pytest does.
+    import os
+    import re
+    import sys
+
+    (tmp_path / "shadow").mkdir()
+    (tmp_path / "shadow" / "transformers.py").write_text("raise ModuleNotFoundError('hidden for this test', name='transformers')\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CONFORMANCE_", "PYTEST_XDIST_"))}
+    root = Path(__file__).resolve().parents[1]
+    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path / "shadow"), str(root)])
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "conformance/tests/test_models.py", "-p", "no:cacheprovider", "-o", "addopts=",
+         "--conformance-impl", "conformance.adapters.torch_builtin:aot_eager", "--conformance-report-dir", str(tmp_path / "r")],
+        cwd=root, env=env, capture_output=True, text=True, timeout=300,
+    )
+    line = run.stdout.strip().splitlines()[-1]
+    assert re.search(r"\b1 skipped\b", line), run.stdout[-2000:]
+    summary = json.loads(next((tmp_path / "r").rglob("summary.json")).read_text())
+    entry = summary["tests"]["test_models.py"] if isinstance(summary["tests"], dict) else next(
+        t for t in summary["tests"] if t["id"] == "test_models.py"
+    )
+    assert entry["outcome"] == "skipped" and "the model lane needs the 'models' extra" in entry["message"]
+    counted = {k: v for k, v in summary["totals"].items() if v}
+    assert counted == {"skipped": 1}

@@ -171,7 +171,8 @@ def render_markdown(summary: dict, chart_file: str | None = None) -> str:
             reason = _first_line(x["message"]) or x["outcome"]
             if x["outcome"] == FELL_BACK:
                 reason = reason.removeprefix("fell back: ")
-            lines.append(f"- **{x['outcome']}** `{x['id'].split('::', 1)[1]}`: {reason}")
+            name = x["id"].partition("::")[2] or f"{x['id']} (the module, at collection)"
+            lines.append(f"- **{x['outcome']}** `{name}`: {reason}")
         lines.append("")
     if lines[-1] == "":
         lines.pop()
