@@ -51,6 +51,16 @@ def empty_contraction(x: torch.Tensor, y: torch.Tensor):
     return x.new_zeros((*x.shape[:-1], y.shape[-1]))
 
 
+def scalar_reduction(x: torch.Tensor, dim=None, keepdim: bool = False, *, dtype=None):
+    """A reduction of a 0-d tensor (``mean``, ``sum``, ``amax``, ``amin`` over ``dim`` 0 or -1) is
+    the tensor itself; torch-mlir's lowering pipeline dies of a segmentation fault on such a
+    reduction, taking the user's process with it, so it never reaches torch-mlir. A tensor with
+    dimensions keeps the op (``NotImplemented``: the decomposition declines)."""
+    if x.dim() != 0:
+        return NotImplemented
+    return x.to(dtype) if dtype is not None else x.clone()
+
+
 def grouped_mm_rows(input: torch.Tensor, weight: torch.Tensor, offs: torch.Tensor) -> torch.Tensor:
     """A grouped matmul over rows sorted by group (``transformers::grouped_mm_fallback``: row ``s``
     of ``input`` [S, K] times ``weight[e]`` [K, N] for the group ``e`` with
@@ -165,6 +175,10 @@ def extra_decompositions() -> dict:
         aten.remainder.Tensor: remainder,
         aten.remainder.Scalar: remainder,
         aten.mm.default: empty_contraction,
+        aten.mean.dim: scalar_reduction,
+        aten.sum.dim_IntList: scalar_reduction,
+        aten.amax.default: scalar_reduction,
+        aten.amin.default: scalar_reduction,
         aten.bmm.default: empty_contraction,
         aten._scaled_dot_product_flash_attention_for_cpu_backward.default: flash_attention_backward,
         aten.convolution_backward.default: convolution_backward,
