@@ -13,7 +13,7 @@ while the process is alive. A file-size limit the parent set (``RLIMIT_FSIZE``) 
 the result is written, so the limit bears on the implementation's writes only.
 
 Writes JSON: ``outputs`` (the flattened outputs as nested lists), ``compiler_invocations``,
-``warnings`` (messages), ``evidence`` (what the call did with the compiled path, ``impl.evidence()``), and on failure ``error`` (``type``, ``types`` of its class hierarchy,
+``warnings`` (messages given through ``warnings`` or ``logging``), ``evidence`` (what the call did with the compiled path, ``impl.evidence()``), and on failure ``error`` (``type``, ``types`` of its class hierarchy,
 ``message``), all of the last attempt, and ``attempts`` (one such record per attempt, with the
 invocations counted so far); exits 0 on success, 3 on a compile or run error.
 """
@@ -28,6 +28,7 @@ import traceback
 import warnings
 
 from conformance.harness import child
+from conformance.harness.warnings_given import warnings_given
 
 
 def _flatten(obj):
@@ -46,8 +47,7 @@ def _attempt(impl, compiled, args) -> dict:
     import torch
 
     result: dict = {}
-    with warnings.catch_warnings(record=True) as caught, impl.evidence() as evidence:
-        warnings.simplefilter("always")
+    with warnings_given() as given, impl.evidence() as evidence:
         try:
             with torch.no_grad():
                 result["outputs"] = _flatten(compiled(*args))
@@ -58,7 +58,7 @@ def _attempt(impl, compiled, args) -> dict:
                 "message": str(exc),
                 "traceback": traceback.format_exc()[-4000:],
             }
-    result["warnings"] = [str(w.message) for w in caught]
+    result["warnings"] = list(given)  # warnings.warn and logging alike
     result["evidence"] = evidence.as_dict()
     result["compiler_invocations"] = impl.cache().compiler_invocations()
     return result

@@ -5,13 +5,13 @@ for an implementation that provides the Neuron backend's capabilities. (The prob
 from __future__ import annotations
 
 import re
-import warnings
 
 import pytest
 import torch
 
 from conformance.harness.implementation import NotSupported, declared_variable, forced_graph_break, helper_api
 from conformance.harness.tolerances import assert_close
+from conformance.harness.warnings_given import warnings_given
 
 pytestmark = pytest.mark.contract("backend")
 
@@ -52,11 +52,10 @@ def test_dynamic_true_is_rejected_at_compile_time_and_shapes_recompile_per_shape
 @pytest.mark.evidence
 @pytest.mark.spec("001.param.mode-warns")
 def test_a_mode_other_than_default_warns_and_falls_back(impl):
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
+    with warnings_given() as given:
         x = torch.randn(4, 8)
         assert_close(impl.backend().torch_compile(_fn, mode="max-autotune")(x), _fn(x))
-    assert any("max-autotune" in str(w.message) for w in caught)
+    assert any("max-autotune" in m for m in given), given
 
 
 @pytest.mark.evidence
@@ -169,10 +168,9 @@ def test_fallback_is_off_by_default_and_zero_turns_it_on(impl, monkeypatch):
         impl.backend().torch_compile(_fn)(x)
     impl.reset()
     monkeypatch.setenv("TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION", "0")
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
+    with warnings_given() as given:
         assert_close(impl.backend().torch_compile(_fn)(x), _fn(x))
-    assert any("eager" in str(w.message) for w in caught)
+    assert any("eager" in m for m in given), given
 
 
 @pytest.mark.spec("001.env.fallback-off-execution-failure", "001.helper.neff-execution-error")
@@ -195,10 +193,9 @@ def test_with_fallback_on_an_execution_failure_runs_the_original_graph_with_a_wa
     compiled = impl.backend().torch_compile(_fn)
     assert_close(compiled(x), _fn(x))
     impl.backend().fail_next_execution()
-    with warnings.catch_warnings(record=True) as caught, impl.evidence() as ev:
-        warnings.simplefilter("always")
+    with warnings_given() as given, impl.evidence() as ev:
         assert_close(compiled(x), _fn(x))
-    assert any("eager" in str(w.message) for w in caught), [str(w.message) for w in caught]
+    assert any("eager" in m for m in given), given
     fallbacks = ev.refresh().fallbacks
     assert not fallbacks or any("execution" in f["reason"] for f in fallbacks), fallbacks
 

@@ -13,14 +13,11 @@ The contract tests (``test_backend_contract.py``) assert the behaviour behind th
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import glob
 import io
-import logging
 import os
 import re
-import warnings
 
 import pytest
 import torch
@@ -36,6 +33,7 @@ from conformance.harness.implementation import (
 )
 from conformance.reporting.support import PARTIAL, SUPPORTED, UNSUPPORTED, support_marker
 from conformance.harness.tolerances import assert_close
+from conformance.harness.warnings_given import warnings_given
 
 pytestmark = pytest.mark.contract("backend_support")
 
@@ -53,25 +51,9 @@ def _runs(compiled, fn=_fn, x=None) -> None:
     assert_close(compiled(x), fn(x))
 
 
-@contextlib.contextmanager
 def _captured():
-    """Collect warnings and log records (both are how backends report ignored settings)."""
-    records: list[str] = []
-
-    class _H(logging.Handler):
-        def emit(self, record):
-            records.append(record.getMessage())
-
-    handler = _H(level=logging.WARNING)
-    root = logging.getLogger()
-    root.addHandler(handler)
-    try:
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            yield records
-            records.extend(str(w.message) for w in caught)
-    finally:
-        root.removeHandler(handler)
+    """Warnings and log records alike (both are how backends report ignored settings)."""
+    return warnings_given()
 
 
 _GRAPH_NAME = re.compile(r"\b(\w+?)_\d+_(inference|training)_\d+\b")
