@@ -15,7 +15,7 @@ all: test
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[reference,test,models]'
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[reference,test,models,cluster]'
 	touch $(STAMP)
 
 venv: $(STAMP)

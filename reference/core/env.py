@@ -127,6 +127,15 @@ FLOAT64 = _declare(
     "NEURON_REFERENCE_FLOAT64", "choice", "narrow",
     "float64 graphs: narrow (computed in float32, one warning per graph) or error (refused)", B,
     choices=("narrow", "error"))
+PARALLEL_COMPILE_EXECUTOR = _declare(
+    "NEURON_PARALLEL_COMPILE_EXECUTOR", "choice", "local",
+    "where parallel_compile builds the staged graphs: local (forked children on this machine) "
+    "or ray (one Ray task per graph, on the cluster RAY_ADDRESS names)", B,
+    choices=("local", "ray"))
+RAY_ADDRESS = _declare(
+    "RAY_ADDRESS", "str", None,
+    "the Ray cluster the ray executor connects to (Ray's own variable); unset: a local Ray is "
+    "started for the run and stopped after it", B)
 
 NEFF_CACHE_DIR = _declare(
     "TORCH_NEURONX_NEFF_CACHE_DIR", "path", None,

@@ -22,6 +22,12 @@ The deferred half of the parallel-trace flow. For every graph the capture seam s
    in-process compile of the same graph with the same arguments is a cache hit afterwards, on
    every rank of a sharded model.
 
+Where the compiles run is the executor's choice (:func:`resolve_executor`): the forked children
+above by default, or one Ray task per distinct key (:class:`~reference.flows.ray_executor.RayExecutor`,
+``NEURON_PARALLEL_COMPILE_EXECUTOR=ray``), each built through the same pipeline with the entry's own
+configuration and published into this process's cache as it comes back. The records, the progress
+and the failures are the same either way.
+
 A graph that fails to compile is reported with its name, key and error after all others finished.
 A guard-rail violation (:class:`~reference.spmd.errors.SPMDViolationError`: the single-artifact
 check under ``NEURON_LIBTORCH_SPMD_STRICT=1``, or one raised in a compiling child) is never a
@@ -33,21 +39,53 @@ from __future__ import annotations
 import os
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from reference.cache.staging import StagedGraph, read_staged
 from reference.compiler.driver import CompilerConfig
 from reference.compiler.scope import platform_compiler_config
+from reference.core import env
 from reference.core.build_settings import BuildSettings
 from reference.core.diagnostics import ensure_default_handler
 from reference.core.errors import FlowDirectoryError, NeuronBackendError
 from reference.flows.forked import ChildOutcome, reraise, run_forked
+from reference.flows.ray_executor import RayExecutor
 from reference.pipeline import build, cache_key, staged_key_policy, staged_lowering
 from reference.spmd.errors import SPMDViolationError
 from reference.spmd.guards import check_staged_groups
 
 DEFAULT_TIMEOUT_S = 3600.0
+
+
+class ExecutorChoiceError(NeuronBackendError, ValueError):
+    """``parallel_compile``'s ``executor`` argument is not one it knows."""
+
+
+#: The executors by name, as ``NEURON_PARALLEL_COMPILE_EXECUTOR`` and ``executor=`` spell them.
+EXECUTORS = ("local", "ray")
+
+
+def resolve_executor(executor: "str | RayExecutor | None") -> RayExecutor | None:
+    """The executor a run uses: ``None`` for the local fork server, else a :class:`RayExecutor`.
+
+    ``executor=None`` takes ``NEURON_PARALLEL_COMPILE_EXECUTOR`` (a bad value raises
+    :class:`~reference.core.errors.EnvVarError` naming it); a Ray executor without an address takes
+    ``RAY_ADDRESS``. Both are read here, once per run, at the public entry."""
+    source = "executor argument"
+    if executor is None:
+        executor, source = env.get(env.PARALLEL_COMPILE_EXECUTOR), env.PARALLEL_COMPILE_EXECUTOR
+    if isinstance(executor, str) and executor.strip().lower() in EXECUTORS:
+        executor = None if executor.strip().lower() == "local" else RayExecutor()
+    elif not (executor is None or isinstance(executor, RayExecutor)):
+        raise ExecutorChoiceError(
+            f"parallel_compile: executor={executor!r} ({source}) is not an executor; accepted: "
+            f"{', '.join(repr(e) for e in EXECUTORS)} or a RayExecutor (the same choice as "
+            f"{env.PARALLEL_COMPILE_EXECUTOR}, which applies when executor is not given)"
+        )
+    if isinstance(executor, RayExecutor) and executor.address is None and env.get(env.RAY_ADDRESS):
+        executor = replace(executor, address=env.get(env.RAY_ADDRESS))
+    return executor
 
 
 class ParallelCompileError(NeuronBackendError):
@@ -187,15 +225,22 @@ def parallel_compile(
     progress: bool | Callable[[int, int, CompiledGraphRecord, float], None] = True,
     checks: Iterable[StagedCheck] = (check_staged_graphs,),
     raise_on_error: bool = True,
+    executor: "str | RayExecutor | None" = None,
 ) -> CompileReport:
     """Compile every graph staged under ``cache_dir`` into the NEFF cache; see the module doc.
 
     Returns a :class:`CompileReport` with one record per staged entry (entries that resolve to the
     same key share one compile). Raises :class:`ParallelCompileError` if any graph failed (with
     ``raise_on_error``), after the others finished.
+
+    ``executor``: ``"local"`` (forked children on this machine), ``"ray"`` or a
+    :class:`~reference.flows.ray_executor.RayExecutor` (one Ray task per distinct key); ``None``
+    takes ``NEURON_PARALLEL_COMPILE_EXECUTOR`` (default ``local``). A Ray cluster lost mid-run
+    raises :class:`~reference.flows.ray_executor.ClusterLostError` naming the graphs not compiled.
     """
     start = time.monotonic()
     settings = BuildSettings.from_env()  # this build's request: read once, every child builds under it
+    chosen = resolve_executor(executor)  # before anything is read or compiled: a bad name fails first
     ensure_default_handler()  # the children's "still compiling" lines
     if not os.path.isdir(cache_dir):
         # a typo in a staging path would otherwise build nothing and show up only as cache misses
@@ -245,7 +290,12 @@ def parallel_compile(
             _apply(rec, outcome)
             printer(finished[0], len(keys), rec, outcome.wall_s)
 
-    for outcome in run_forked(tasks, workers=running, timeout=timeout, on_done=done):
+    if chosen is None:
+        outcomes = run_forked(tasks, workers=running, timeout=timeout, on_done=done)
+    else:  # the same keys, entries and configurations; each task builds through the pipeline
+        work = [(identity, k, by_key[k][0], by_key[k][1]) for (identity, _), k in zip(tasks, keys)]
+        outcomes = chosen.run(work, settings=settings, workers=running, timeout=timeout, on_done=done)
+    for outcome in outcomes:
         if isinstance(outcome.exception, SPMDViolationError):
             reraise(outcome)
     for rec in records:

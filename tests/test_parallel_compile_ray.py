@@ -1,0 +1,185 @@
+"""parallel_compile's executors: the local fork server (the default) and Ray.
+
+The Ray tests start a real local Ray (2 CPUs, no dashboard) once for the module and stop it after;
+parallel_compile uses a Ray already initialized in the process as it is. They compile for real and
+are in the slow lane. The executor choice and the lazy import need no Ray and stay quick.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from reference.backends.capture import stage_graph
+from reference.core.errors import EnvVarError
+from reference.core.specs import TensorSpec
+from reference.flows.staged_build import ExecutorChoiceError, ParallelCompileError, parallel_compile
+from reference.lowering.stablehlo import LoweredGraph
+from reference.pipeline import neff_cache
+from reference.runtime import LoadedArtifact
+
+needs_ray = pytest.mark.skipif(
+    importlib.util.find_spec("ray") is None,
+    reason="ray is not installed (the project's cluster extra: pip install -e '.[cluster]')",
+)
+ARGS = ["-O2", "--target", "trn2"]
+SPEC = TensorSpec("float32", (4,), (1,))
+
+
+def _adds(k: float) -> LoweredGraph:
+    """x + k: one small distinct graph per k."""
+    hlo = (
+        "module {\n  func.func @main(%arg0: tensor<4xf32>) -> tensor<4xf32> {\n"
+        f"    %c = stablehlo.constant dense<{k:.1f}> : tensor<4xf32>\n"
+        "    %0 = stablehlo.add %arg0, %c : tensor<4xf32>\n"
+        "    return %0 : tensor<4xf32>\n  }\n}\n"
+    )
+    return LoweredGraph(hlo, (SPEC,), (SPEC,), 2)
+
+
+def _stage(directory, n: int) -> dict[str, float]:
+    """n distinct graphs staged under directory; their keys and constants."""
+    return {stage_graph(_adds(float(k)), ARGS, graph_name=f"add_{k}", directory=str(directory)).key: float(k) for k in range(n)}
+
+
+def _caches(monkeypatch, root) -> None:
+    monkeypatch.setenv("TORCH_NEURONX_NEFF_CACHE_DIR", str(root / "neff"))
+    monkeypatch.setenv("TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR", str(root / "local"))
+    monkeypatch.setenv("TORCH_NEURONX_HLO_CACHE_DIR", str(root / "hlo"))
+
+
+# --- the choice, without Ray --------------------------------------------------------------------------
+
+
+def test_a_bad_executor_is_a_typed_error_naming_the_variable_or_the_argument(tmp_path, monkeypatch):
+    _stage(tmp_path / "staged", 1)
+    monkeypatch.setenv("NEURON_PARALLEL_COMPILE_EXECUTOR", "dask")
+    with pytest.raises(EnvVarError, match="NEURON_PARALLEL_COMPILE_EXECUTOR='dask'.*local, ray"):
+        parallel_compile(tmp_path / "staged", progress=False)
+    monkeypatch.delenv("NEURON_PARALLEL_COMPILE_EXECUTOR")
+    with pytest.raises(ExecutorChoiceError, match="executor='dask'.*'local', 'ray'.*NEURON_PARALLEL_COMPILE_EXECUTOR"):
+        parallel_compile(tmp_path / "staged", progress=False, executor="dask")
+    assert not (tmp_path / "neff").exists()  # refused before anything compiled
+
+
+def test_importing_the_flows_does_not_import_ray():
+    code = "import sys, reference.flows, reference.flows.staged_build; print('ray' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.strip() == "False"
+
+
+# --- a real local Ray ---------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    import ray
+
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="WARNING")
+    # the workers cannot import this test module: its prologues travel by value
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    try:
+        yield ray
+    finally:
+        ray.cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
+        ray.shutdown()
+
+
+@needs_ray
+@pytest.mark.slow
+def test_ray_builds_what_the_local_path_builds_and_a_second_run_is_all_hits(tmp_path, monkeypatch, local_ray):
+    """The same staged set through the fork server and through Ray, into two caches: the same keys
+    and the same artifact bytes; Ray's entries are signed under the HMAC key, load and run equal to
+    eager; a second Ray run is all cache hits. Progress is shown per graph as on the local path."""
+    monkeypatch.setenv("TORCH_NEURONX_CACHE_HMAC_KEY", "a secret of the caller's")
+    constants = _stage(tmp_path / "staged", 3)
+    _caches(monkeypatch, tmp_path / "local_run")
+    local = parallel_compile(tmp_path / "staged", workers=2, progress=False, executor="local")
+    local_cache = neff_cache()
+    _caches(monkeypatch, tmp_path / "ray_run")
+    seen = []
+    report = parallel_compile(
+        tmp_path / "staged", workers=2, executor="ray", progress=lambda done, total, rec, s: seen.append((done, total, rec.ok)),
+    )
+    assert sorted(seen) == [(1, 3, True), (2, 3, True), (3, 3, True)]
+    assert {g.cache_key for g in report.graphs} == {g.cache_key for g in local.graphs} == set(constants)
+    assert all(g.ok and not g.cache_hit and g.compile_us > 0 for g in report.graphs), report.graphs
+    ray_cache = neff_cache()
+    x = torch.arange(4, dtype=torch.float32)
+    for key, k in constants.items():
+        entry = ray_cache.get(key)  # authenticated: a missing or wrong HMAC would be a miss
+        assert entry is not None and os.path.isfile(os.path.join(ray_cache.entry_dir(key), "entry.hmac"))
+        assert entry.artifact == local_cache.get(key).artifact
+        assert entry.metadata.compiler_args == ARGS
+        (out,) = LoadedArtifact(entry.artifact, graph_name=f"add_{k:.0f}", input_specs=(SPEC,), output_specs=(SPEC,))(x)
+        torch.testing.assert_close(out, x + k)
+    again = parallel_compile(tmp_path / "staged", workers=2, executor="ray", progress=False)
+    assert all(g.ok and g.cache_hit for g in again.graphs), again.graphs
+
+
+@needs_ray
+@pytest.mark.slow
+def test_a_graph_that_fails_on_ray_gets_its_failure_record_and_the_others_publish(tmp_path, monkeypatch, local_ray):
+    _caches(monkeypatch, tmp_path)
+    staged = tmp_path / "staged"
+    good = stage_graph(_adds(1.0), ARGS, graph_name="good_graph", directory=str(staged))
+    bad = LoweredGraph("module { this is not mlir }\n", (SPEC,), (SPEC,), 1)
+    broken = stage_graph(bad, ARGS, graph_name="broken_graph", directory=str(staged))
+    with pytest.raises(ParallelCompileError, match="(?s)1 of 2.*broken_graph") as info:
+        parallel_compile(staged, workers=2, executor="ray", progress=False)
+    (failed,) = info.value.report.failures
+    assert failed.graph_name == "broken_graph" and "NEFFCompilationError" in failed.error
+    cache = neff_cache()
+    assert cache.get(good.key) is not None and cache.get(broken.key) is None
+    record = cache.failures.get(broken.key)
+    assert record is not None and record["graph_name"] == "broken_graph" and record["attempts"] == 1
+
+
+def _die(graph_name: str) -> None:
+    os._exit(3)
+
+
+def _die_once(marker: str, graph_name: str) -> None:
+    """A worker's prologue: the first task to get here kills its own worker process."""
+    try:
+        fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+    except FileExistsError:
+        return
+    os.write(fd, f"{graph_name} {os.getpid()}".encode())
+    os.close(fd)
+    os._exit(1)
+
+
+@needs_ray
+@pytest.mark.slow
+def test_a_worker_that_dies_is_retried_and_the_run_finishes(tmp_path, monkeypatch, local_ray):
+    from reference.flows.ray_executor import RayExecutor
+
+    _caches(monkeypatch, tmp_path)
+    constants = _stage(tmp_path / "staged", 2)
+    marker = tmp_path / "died"
+    executor = RayExecutor(max_retries=2, prologue=functools.partial(_die_once, str(marker)))
+    report = parallel_compile(tmp_path / "staged", workers=2, executor=executor, progress=False)
+    graph, pid = marker.read_text().split()
+    assert int(pid) != os.getpid()  # a worker process died, not this one
+    assert all(g.ok and not g.cache_hit for g in report.graphs), report.graphs
+    assert {g.cache_key for g in report.graphs} == set(constants)
+    assert all(neff_cache().get(key) is not None for key in constants)
+
+
+@needs_ray
+@pytest.mark.slow
+def test_a_worker_that_always_dies_is_a_failure_record_after_its_retries(tmp_path, monkeypatch, local_ray):
+    from reference.flows.ray_executor import RayExecutor
+
+    _caches(monkeypatch, tmp_path)
+    _stage(tmp_path / "staged", 1)
+    executor = RayExecutor(max_retries=1, prologue=_die)
+    with pytest.raises(ParallelCompileError, match=r"(?s)add_0.*WorkerCrashedError.*died 2 time\(s\)"):
+        parallel_compile(tmp_path / "staged", workers=1, executor=executor, progress=False)
