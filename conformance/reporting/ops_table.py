@@ -95,6 +95,14 @@ def checked_in_verdict(impl: Implementation | str, entry: str, dtype: str) -> st
     return _CHECKED_IN[owner].get((entry, dtype))
 
 
+def covered_rows(impl: Implementation | str) -> set[tuple[str, str]]:
+    """The rows of the checked-in table of ``impl`` (empty: it has none)."""
+    owner = _owner(impl)
+    if owner not in _CHECKED_IN:
+        _CHECKED_IN[owner] = _checked_in(owner)
+    return set(_CHECKED_IN[owner])
+
+
 def record(report_dir: Path, row: Verdict) -> None:
     """Leave one row's verdict where the table is made from (one file per row: workers never share one)."""
     out = Path(report_dir) / VERDICT_DIR

@@ -14,8 +14,8 @@ For the reference, the verdict must also be the one in the checked-in table
 (``docs/support/reference-ops.json``): a row whose verdict changed is drift, and the test says to
 regenerate the table with ``make ops-docs``. The full table's drift is ``make ops-drift``.
 
-``make test`` runs a deterministic sample (:data:`SAMPLE_EVERY`, by a hash of the row, plus
-:data:`PINNED`); ``make ops`` (``CONFORMANCE_OPS=all``) runs every row and writes
+``make test`` runs a deterministic sample (:data:`SAMPLE_SIZE` rows of those the checked-in table
+covers, by a hash of the row, plus :data:`PINNED`); ``make ops`` (``CONFORMANCE_OPS=all``) runs every row and writes
 ``reports/<impl>/ops/ops.md`` and ``ops.json``. Each test leaves its verdict in
 ``reports/<impl>/<lane>/op-verdicts/``, which the table is made from.
 """
@@ -36,31 +36,33 @@ from conformance.reporting import ops_table
 
 pytestmark = pytest.mark.contract("ops")
 
-#: ``make test`` runs the rows whose seed is divisible by this (about 1 in 100: 26 of 2591 rows).
-SAMPLE_EVERY = 100
+#: About how many rows ``make test`` runs: a fixed sample, by a hash of the row, of the rows the
+#: implementation's checked-in table covers (all rows when it has none), plus :data:`PINNED`.
+SAMPLE_SIZE = 20
 #: Rows ``make test`` runs besides the sample, each with why: the selfcheck's op mutant breaks
 #: int64 remainder, and the sample must be able to catch it.
 PINNED = {("remainder", "int64"): "the selfcheck mutant 'remainder_truncates' breaks this row"}
-
-
 #: A known row whose cause starts with this is not run (see the test).
 CRASH = "crash:"
 
 
-def _selected() -> list[tuple[str, str]]:
+def _selected(impl: Implementation) -> list[tuple[str, str]]:
     every, dtypes = ops_selection()
     rows = list(opinfo.iter_rows())
     if dtypes:
         rows = [r for r in rows if r[1] in dtypes]
     if every:
         return rows
-    return [r for r in rows if opinfo.seed_for(*r) % SAMPLE_EVERY == 0 or r in PINNED]
+    covered = ops_table.covered_rows(impl)
+    pool = [r for r in rows if r in covered] if covered else rows
+    every_nth = max(1, len(pool) // SAMPLE_SIZE)
+    return [r for r in rows if (r in pool and opinfo.seed_for(*r) % every_nth == 0) or r in PINNED]
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "op_row" in metafunc.fixturenames:
         try:
-            rows = _selected()
+            rows = _selected(metafunc.config.stash[SUITE].impl())
         except opinfo.OpLaneUnavailable as exc:
             metafunc.parametrize("op_row", [pytest.param(None, marks=pytest.mark.skip(reason=str(exc)))], ids=["op_db"])
             return
