@@ -183,3 +183,99 @@ def test_a_worker_that_always_dies_is_a_failure_record_after_its_retries(tmp_pat
     executor = RayExecutor(max_retries=1, prologue=_die)
     with pytest.raises(ParallelCompileError, match=r"(?s)add_0.*WorkerCrashedError.*died 2 time\(s\)"):
         parallel_compile(tmp_path / "staged", workers=1, executor=executor, progress=False)
+
+
+# --- a two-node cluster that goes away mid-run ---------------------------------------------------------
+
+_DRIVER = r'''
+import json, sys, time
+from reference.flows.ray_executor import ClusterLostError, RayExecutor
+from reference.flows.staged_build import parallel_compile
+
+def slow(graph_name):  # each graph takes long enough for the cluster to go away half-way
+    time.sleep(3)
+
+try:
+    parallel_compile(sys.argv[1], workers=1, executor=RayExecutor(prologue=slow, lost_after_s=5), progress=True)
+    print(json.dumps({"raised": None}))
+except ClusterLostError as exc:
+    print(json.dumps({"raised": "ClusterLostError", "not_compiled": exc.not_compiled, "published": exc.published, "message": str(exc)}))
+'''
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _ray_node(args: list[str], log) -> subprocess.Popen:
+    """`ray start ... --block` in a session of its own: the node's processes are one process group,
+    stopped together without touching any other Ray on the machine."""
+    ray_cli = os.path.join(os.path.dirname(sys.executable), "ray")
+    return subprocess.Popen([ray_cli, "start", "--block", "--disable-usage-stats", *args], stdout=log, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+
+
+def _stop(node: subprocess.Popen) -> None:
+    import signal
+
+    try:
+        os.killpg(node.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    node.wait(timeout=30)
+
+
+@needs_ray
+@pytest.mark.slow
+def test_a_cluster_lost_mid_run_names_the_graphs_not_compiled_and_publishes_nothing_half(tmp_path, monkeypatch):
+    """A head without CPUs and one worker node, started with `ray start` on this machine; the
+    caller (another process, connected through RAY_ADDRESS) compiles four graphs one at a time; the
+    worker node is killed after the first graph is published. The run ends with ClusterLostError
+    naming exactly the graphs whose keys are not in the cache; every entry there is whole."""
+    import time
+
+    _caches(monkeypatch, tmp_path)
+    constants = _stage(tmp_path / "staged", 4)
+    port = _free_port()
+    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")  # a throwaway cluster on the loopback
+    log = open(tmp_path / "ray.log", "w")
+    import shutil
+    import tempfile
+
+    ray_tmp = tempfile.mkdtemp(prefix="rt-", dir="/tmp")  # short: Ray's socket paths must fit in 107 bytes
+    head = _ray_node(["--head", f"--port={port}", "--num-cpus=0", "--include-dashboard=false",
+                      f"--temp-dir={ray_tmp}", "--node-ip-address=127.0.0.1"], log)
+    worker = None
+    try:
+        time.sleep(8)
+        assert head.poll() is None, open(tmp_path / "ray.log").read()[-3000:]
+        worker = _ray_node([f"--address=127.0.0.1:{port}", "--num-cpus=1", "--node-ip-address=127.0.0.1"], log)
+        monkeypatch.setenv("RAY_ADDRESS", f"127.0.0.1:{port}")
+        driver = subprocess.Popen([sys.executable, "-c", _DRIVER, str(tmp_path / "staged")], stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True)
+        cache = neff_cache()
+        deadline = time.monotonic() + 120
+        while not any(cache.get(k) is not None for k in constants) and time.monotonic() < deadline and driver.poll() is None:
+            time.sleep(0.2)
+        assert any(cache.get(k) is not None for k in constants), open(tmp_path / "ray.log").read()[-3000:]
+        _stop(worker)
+        out, err = driver.communicate(timeout=180)
+    finally:
+        for node in (worker, head):
+            if node is not None:
+                _stop(node)
+        log.close()
+        shutil.rmtree(ray_tmp, ignore_errors=True)
+    result = __import__("json").loads(out.strip().splitlines()[-1])
+    assert result["raised"] == "ClusterLostError", (out, err[-3000:])
+    published = {k for k in constants if cache.get(k) is not None}
+    assert 1 <= len(published) < 4 and result["published"] == len(published)
+    missing = {f"graph 'add_{constants[k]:.0f}' (key {k})" for k in constants if k not in published}
+    assert set(result["not_compiled"]) == missing
+    assert all(name in result["message"] for name in missing) and "run parallel_compile again" in result["message"]
+    assert not [p for p in os.listdir(cache.root) if p.startswith(".tmp-")]  # nothing half-published
+    assert "parallel_compile [1/4]" in err  # the progress showed the graphs that did finish

@@ -76,12 +76,15 @@ class RayExecutor:
     initialized in this process is used as it is). ``max_retries``: how many times Ray runs a task
     again after its worker process died. ``prologue``: called in the worker with the graph's name
     before each build (a worker's own set-up; the fault tests use it to kill a worker).
+    ``lost_after_s``: how long a run waits with no live node offering a CPU before it raises
+    :class:`ClusterLostError`.
     """
 
     address: str | None = None
     num_cpus: int | None = None
     max_retries: int = 3
     prologue: Callable[[str], None] | None = None
+    lost_after_s: float = LOST_GRACE_S
 
     def run(
         self,
@@ -193,9 +196,9 @@ class RayExecutor:
                     lost_since = None
                 elif _live_cpus(ray) == 0:
                     lost_since = lost_since or now
-                    if now - lost_since >= LOST_GRACE_S:
+                    if now - lost_since >= self.lost_after_s:
                         raise ClusterLostError(
-                            f"no live node has offered a CPU for {LOST_GRACE_S:.0f} s", not_compiled(), published[0]
+                            f"no live node has offered a CPU for {self.lost_after_s:.0f} s", not_compiled(), published[0]
                         )
                 else:
                     lost_since = None
