@@ -121,9 +121,9 @@ def collectives(impl, rank, world):
     def fn(x, rank):
         return _all_four(x, rank, group)
 
+    helper = _helper_metrics(impl, before=True)  # resets the helper's records (and counters): before the counts below
     before = impl.spmd().compile_stats()
     expected = fn(x, r)
-    helper = _helper_metrics(impl, before=True)
     out = impl.compile(fn)(x, r)
     after = impl.spmd().compile_stats()
     return {
