@@ -161,6 +161,13 @@ def rank_variables() -> dict[str, str]:
     return {name: os.environ[name] for name in RANK_VARIABLES if os.environ.get(name)}
 
 
+def backend_variables(defaults: Mapping[str, str]) -> dict[str, str]:
+    """The values of a backend's own variables as a compile reads them (``defaults`` gives each
+    name and its value when unset): for the suite's stand-in backends, such as an honest adapter
+    that declares the variables it reads."""
+    return {name: os.environ.get(name, default) for name, default in defaults.items()}
+
+
 def is_set(name: str) -> bool:
     """Whether ``name`` is in this process's environment (set, even to an empty value)."""
     return name in os.environ

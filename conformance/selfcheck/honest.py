@@ -31,7 +31,6 @@ test caught and then passed anyway, where it must be a skip.
 
 from __future__ import annotations
 
-import os
 from typing import Any, Callable, Mapping
 
 import pytest
@@ -47,6 +46,7 @@ from conformance.harness.capabilities import (
     SpmdCapability,
     members,
 )
+from conformance.harness import env
 from conformance.harness.implementation import Implementation, NotSupported
 
 
@@ -187,7 +187,7 @@ class PartialBackend(BuiltinBackend):
         self.settings: dict[str, str] = {}
 
     def torch_compile(self, model: Callable, **kwargs: Any) -> Callable:
-        self.settings = {name: os.environ.get(name, default) for name, default in self.VARIABLES.items()}
+        self.settings = env.backend_variables(self.VARIABLES)
         return super().torch_compile(model, **kwargs)
 
     def forced_graph_breaks(self) -> Mapping[str, Any]:
