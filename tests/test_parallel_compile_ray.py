@@ -279,3 +279,27 @@ def test_a_cluster_lost_mid_run_names_the_graphs_not_compiled_and_publishes_noth
     assert all(name in result["message"] for name in missing) and "run parallel_compile again" in result["message"]
     assert not [p for p in os.listdir(cache.root) if p.startswith(".tmp-")]  # nothing half-published
     assert "parallel_compile [1/4]" in err  # the progress showed the graphs that did finish
+
+
+@needs_ray
+@pytest.mark.slow
+def test_the_runners_deferred_flow_compiles_on_ray_and_serves_from_the_cache(tmp_path, monkeypatch, local_ray):
+    """The capture flow's compile step on Ray: the runner's graphs traced in forked children, built
+    as Ray tasks, then served by the native seam with a cache miss being an error, equal to eager."""
+    from types import SimpleNamespace
+
+    from neuron_fixtures.policy import PolicyVLM
+    from reference.compiler.scope import scoped_compiler_args
+    from reference.runner import NeuronModelRunner, NeuronWorker
+    from reference.runner.opt_level import with_optimization_level
+
+    _caches(monkeypatch, tmp_path)
+    helpers = SimpleNamespace(scoped_compiler_args=scoped_compiler_args, with_optimization_level=with_optimization_level)
+    runner = NeuronModelRunner(PolicyVLM(helpers), compiler_args=["--model-type", "transformer"], mode="native").load_model()
+    report = NeuronWorker(runner).compile_deferred(tmp_path / "staged", [None], timeout=600, executor="ray")
+    assert report.graphs and all(g.ok and not g.cache_hit for g in report.graphs), report.graphs
+    monkeypatch.setenv("NEURON_LIBTORCH_ASSERT_CACHE_HIT", "1")
+    with torch.no_grad():
+        served = runner.run_site(None, **runner.model.example_kwargs(None))
+        expected = runner.model(**runner.model.example_kwargs(None))
+    torch.testing.assert_close(served, expected, rtol=1e-4, atol=1e-5)

@@ -37,9 +37,11 @@ class NeuronWorker:
         return [self._build_trace_job(g) for g in graph_types]
 
     def compile_deferred(
-        self, cache_dir: str | os.PathLike, graph_types: Sequence[str | None], *, workers: int = 2, timeout: float | None = None
+        self, cache_dir: str | os.PathLike, graph_types: Sequence[str | None], *, workers: int = 2,
+        timeout: float | None = None, executor=None,
     ):
-        """Trace every graph type into ``cache_dir`` in forked children, then build them in parallel."""
+        """Trace every graph type into ``cache_dir`` in forked children, then build them in parallel
+        (``executor``: where, as ``parallel_compile`` takes it; ``None``: its default)."""
         runner = self.model_runner
         native = runner.mode == "native"
         parallel_trace(
@@ -47,4 +49,4 @@ class NeuronWorker:
             options=runner.compile_options if native else None, key_policy="native" if native else "default",
         )
         base = runner.compile_options.get("compiler_args")
-        return parallel_compile(cache_dir, workers=workers, base_compiler_args=base, timeout=timeout)
+        return parallel_compile(cache_dir, workers=workers, base_compiler_args=base, timeout=timeout, executor=executor)
