@@ -31,7 +31,9 @@ def remainder(x: torch.Tensor, other) -> torch.Tensor:
     the same correction eager's CPU kernel makes, so floats keep eager's rounding too."""
     dtype = torch.result_type(x, other)
     x = x.to(dtype)
-    other = other.to(dtype) if isinstance(other, torch.Tensor) else torch.scalar_tensor(other, dtype=dtype, device=x.device)
+    if not isinstance(other, torch.Tensor):
+        return _remainder_by_scalar(x, other, dtype)
+    other = other.to(dtype)
     if dtype in (torch.float16, torch.bfloat16):
         # eager computes half types in float32 and rounds once; IREE's half fmod is off by up to a divisor
         return remainder(x.float(), other.float()).to(dtype)
@@ -39,7 +41,10 @@ def remainder(x: torch.Tensor, other) -> torch.Tensor:
         r = aten.fmod.Tensor(x, other)
     else:
         r = x - other * torch.div(x, other, rounding_mode="trunc")
-    return torch.where((r != 0) & ((r < 0) != (other < 0)), r + other, r)
+    # The wrong side chosen by the divisor's sign with a select: no comparison of two booleans,
+    # which the compiled graph got wrong once one side was a folded constant.
+    wrong_side = torch.where(other < 0, r > 0, r < 0)
+    return torch.where(wrong_side, r + other, r)
 
 
 def empty_contraction(x: torch.Tensor, y: torch.Tensor):
@@ -59,6 +64,21 @@ def scalar_reduction(x: torch.Tensor, dim=None, keepdim: bool = False, *, dtype=
     if x.dim() != 0:
         return NotImplemented
     return x.to(dtype) if dtype is not None else x.clone()
+
+
+def _remainder_by_scalar(x: torch.Tensor, other, dtype: torch.dtype) -> torch.Tensor:
+    """``remainder`` by a Python number: the divisor's sign is known while tracing, so the wrong
+    side is one comparison. (With the number made a constant tensor and the sides compared as
+    booleans, ``(r < 0) != (other < 0)``, the compiled graph moved results that were already right
+    by one divisor: ``remainder(x, 2)`` of x in (0, 1) came out x + 2.)"""
+    if dtype in (torch.float16, torch.bfloat16):
+        return _remainder_by_scalar(x.float(), other, torch.float32).to(dtype)
+    if dtype.is_floating_point:
+        r = aten.fmod.Scalar(x, other)
+    else:
+        r = x - other * torch.div(x, other, rounding_mode="trunc")
+    wrong_side = (r < 0) if other > 0 else (r > 0)
+    return torch.where(wrong_side, r + other, r)
 
 
 def grouped_mm_rows(input: torch.Tensor, weight: torch.Tensor, offs: torch.Tensor) -> torch.Tensor:

@@ -1,4 +1,4 @@
-// summary: @main(tensor<i64>, tensor<2x8xi64>, tensor<64x64xf32>, tensor<32x64xf32>, tensor<2x8xi64>, tensor<64xf32>, tensor<96x64xf32>, tensor<2x2x32x16xf32>, tensor<2x2x32x16xf32>, tensor<64x32xf32>, tensor<64xf32>, tensor<64x64xf32>, tensor<64x64xf32>, tensor<64x64xf32>, tensor<4x64xf32>, tensor<2x32x64xf32>, tensor<2x64x32xf32>, tensor<64xf32>, tensor<64x64xf32>) -> (tensor<2x2x32x16xf32>, tensor<2x2x32x16xf32>, tensor<2x8x128xf32>) | ops: arith.constant=11 stablehlo.add=20 stablehlo.all_gather=1 stablehlo.all_reduce=4 stablehlo.and=3 stablehlo.broadcast_in_dim=50 stablehlo.ceil=4 stablehlo.compare=11 stablehlo.concatenate=2 stablehlo.constant=32 stablehlo.convert=32 stablehlo.divide=12 stablehlo.dot_general=11 stablehlo.dynamic_iota=4 stablehlo.exponential=2 stablehlo.floor=1 stablehlo.gather=3 stablehlo.logistic=2 stablehlo.multiply=22 stablehlo.not=2 stablehlo.power=3 stablehlo.reduce=9 stablehlo.reshape=76 stablehlo.return=6 stablehlo.rsqrt=3 stablehlo.scatter=2 stablehlo.select=5 stablehlo.slice=6 stablehlo.subtract=5 stablehlo.transpose=24
+// summary: @main(tensor<i64>, tensor<2x8xi64>, tensor<64x64xf32>, tensor<32x64xf32>, tensor<2x8xi64>, tensor<64xf32>, tensor<96x64xf32>, tensor<2x2x32x16xf32>, tensor<2x2x32x16xf32>, tensor<64x32xf32>, tensor<64xf32>, tensor<64x64xf32>, tensor<64x64xf32>, tensor<64x64xf32>, tensor<4x64xf32>, tensor<2x32x64xf32>, tensor<2x64x32xf32>, tensor<64xf32>, tensor<64x64xf32>) -> (tensor<2x2x32x16xf32>, tensor<2x2x32x16xf32>, tensor<2x8x128xf32>) | ops: arith.constant=11 stablehlo.add=20 stablehlo.all_gather=1 stablehlo.all_reduce=4 stablehlo.and=1 stablehlo.broadcast_in_dim=50 stablehlo.ceil=4 stablehlo.compare=7 stablehlo.concatenate=2 stablehlo.constant=30 stablehlo.convert=32 stablehlo.divide=12 stablehlo.dot_general=11 stablehlo.dynamic_iota=4 stablehlo.exponential=2 stablehlo.floor=1 stablehlo.gather=3 stablehlo.logistic=2 stablehlo.multiply=22 stablehlo.not=2 stablehlo.power=3 stablehlo.reduce=9 stablehlo.reshape=76 stablehlo.return=6 stablehlo.rsqrt=3 stablehlo.scatter=2 stablehlo.select=5 stablehlo.slice=6 stablehlo.subtract=5 stablehlo.transpose=24
 // graph 0 of 1
 module @spmd_program {
   func.func private @piece_0(%arg0: tensor<i64>, %arg1: tensor<2x8xi64>, %arg2: tensor<64x64xf32>) -> tensor<2x8x64xf32> {
@@ -6,34 +6,30 @@ module @spmd_program {
     %c_0 = stablehlo.constant dense<0> : tensor<2x8xi64>
     %c_1 = stablehlo.constant dense<64> : tensor<i64>
     %c_2 = stablehlo.constant dense<0> : tensor<i64>
-    %c_3 = stablehlo.constant dense<false> : tensor<i1>
-    %c_4 = stablehlo.constant dense<2> : tensor<i64>
-    %0 = stablehlo.divide %arg0, %c_4 : tensor<i64>
-    %1 = stablehlo.multiply %0, %c_4 : tensor<i64>
+    %c_3 = stablehlo.constant dense<2> : tensor<i64>
+    %0 = stablehlo.divide %arg0, %c_3 : tensor<i64>
+    %1 = stablehlo.multiply %0, %c_3 : tensor<i64>
     %2 = stablehlo.subtract %arg0, %1 : tensor<i64>
-    %3 = stablehlo.compare NE, %2, %c_2, SIGNED : (tensor<i64>, tensor<i64>) -> tensor<i1>
-    %4 = stablehlo.compare LT, %2, %c_2, SIGNED : (tensor<i64>, tensor<i64>) -> tensor<i1>
-    %5 = stablehlo.compare NE, %4, %c_3, SIGNED : (tensor<i1>, tensor<i1>) -> tensor<i1>
-    %6 = stablehlo.and %3, %5 : tensor<i1>
-    %7 = stablehlo.add %2, %c_4 : tensor<i64>
-    %8 = stablehlo.broadcast_in_dim %7, dims = [] : (tensor<i64>) -> tensor<i64>
-    %9 = stablehlo.broadcast_in_dim %2, dims = [] : (tensor<i64>) -> tensor<i64>
-    %10 = stablehlo.select %6, %8, %9 : tensor<i1>, tensor<i64>
-    %11 = stablehlo.multiply %10, %c_1 : tensor<i64>
-    %12 = stablehlo.broadcast_in_dim %11, dims = [] : (tensor<i64>) -> tensor<2x8xi64>
-    %13 = stablehlo.subtract %arg1, %12 : tensor<2x8xi64>
-    %14 = stablehlo.compare GE, %13, %c_0, SIGNED : (tensor<2x8xi64>, tensor<2x8xi64>) -> tensor<2x8xi1>
-    %15 = stablehlo.compare LT, %13, %c, SIGNED : (tensor<2x8xi64>, tensor<2x8xi64>) -> tensor<2x8xi1>
-    %16 = stablehlo.and %14, %15 : tensor<2x8xi1>
-    %17 = stablehlo.convert %16 : (tensor<2x8xi1>) -> tensor<2x8xi64>
-    %18 = stablehlo.multiply %13, %17 : tensor<2x8xi64>
-    %19 = "stablehlo.gather"(%arg2, %18) <{dimension_numbers = #stablehlo.gather<offset_dims = [2], collapsed_slice_dims = [0], start_index_map = [0], index_vector_dim = 2>, indices_are_sorted = false, slice_sizes = array<i64: 1, 64>}> : (tensor<64x64xf32>, tensor<2x8xi64>) -> tensor<2x8x64xf32>
-    %20 = stablehlo.convert %19 : tensor<2x8x64xf32>
-    %21 = stablehlo.reshape %16 : (tensor<2x8xi1>) -> tensor<2x8x1xi1>
-    %22 = stablehlo.convert %21 : (tensor<2x8x1xi1>) -> tensor<2x8x1xf32>
-    %23 = stablehlo.broadcast_in_dim %22, dims = [0, 1, 2] : (tensor<2x8x1xf32>) -> tensor<2x8x64xf32>
-    %24 = stablehlo.multiply %20, %23 : tensor<2x8x64xf32>
-    return %24 : tensor<2x8x64xf32>
+    %3 = stablehlo.compare LT, %2, %c_2, SIGNED : (tensor<i64>, tensor<i64>) -> tensor<i1>
+    %4 = stablehlo.add %2, %c_3 : tensor<i64>
+    %5 = stablehlo.broadcast_in_dim %4, dims = [] : (tensor<i64>) -> tensor<i64>
+    %6 = stablehlo.broadcast_in_dim %2, dims = [] : (tensor<i64>) -> tensor<i64>
+    %7 = stablehlo.select %3, %5, %6 : tensor<i1>, tensor<i64>
+    %8 = stablehlo.multiply %7, %c_1 : tensor<i64>
+    %9 = stablehlo.broadcast_in_dim %8, dims = [] : (tensor<i64>) -> tensor<2x8xi64>
+    %10 = stablehlo.subtract %arg1, %9 : tensor<2x8xi64>
+    %11 = stablehlo.compare GE, %10, %c_0, SIGNED : (tensor<2x8xi64>, tensor<2x8xi64>) -> tensor<2x8xi1>
+    %12 = stablehlo.compare LT, %10, %c, SIGNED : (tensor<2x8xi64>, tensor<2x8xi64>) -> tensor<2x8xi1>
+    %13 = stablehlo.and %11, %12 : tensor<2x8xi1>
+    %14 = stablehlo.convert %13 : (tensor<2x8xi1>) -> tensor<2x8xi64>
+    %15 = stablehlo.multiply %10, %14 : tensor<2x8xi64>
+    %16 = "stablehlo.gather"(%arg2, %15) <{dimension_numbers = #stablehlo.gather<offset_dims = [2], collapsed_slice_dims = [0], start_index_map = [0], index_vector_dim = 2>, indices_are_sorted = false, slice_sizes = array<i64: 1, 64>}> : (tensor<64x64xf32>, tensor<2x8xi64>) -> tensor<2x8x64xf32>
+    %17 = stablehlo.convert %16 : tensor<2x8x64xf32>
+    %18 = stablehlo.reshape %13 : (tensor<2x8xi1>) -> tensor<2x8x1xi1>
+    %19 = stablehlo.convert %18 : (tensor<2x8x1xi1>) -> tensor<2x8x1xf32>
+    %20 = stablehlo.broadcast_in_dim %19, dims = [0, 1, 2] : (tensor<2x8x1xf32>) -> tensor<2x8x64xf32>
+    %21 = stablehlo.multiply %17, %20 : tensor<2x8x64xf32>
+    return %21 : tensor<2x8x64xf32>
   }
   func.func private @piece_1(%arg0: tensor<32x64xf32>, %arg1: tensor<2x8xi64>, %arg2: tensor<2x8x64xf32>, %arg3: tensor<64xf32>, %arg4: tensor<96x64xf32>, %arg5: tensor<2x2x32x16xf32>, %arg6: tensor<2x2x32x16xf32>, %arg7: tensor<64x32xf32>) -> (tensor<2x8x64xf32>, tensor<2x2x32x16xf32>, tensor<2x2x32x16xf32>, tensor<2x8x64xf32>) {
     %c = stablehlo.constant dense<0> : tensor<32xi64>
@@ -251,11 +247,10 @@ module @spmd_program {
     %c = stablehlo.constant dense<0> : tensor<2xi64>
     %c_0 = stablehlo.constant dense<1> : tensor<2xi64>
     %c_1 = stablehlo.constant dense<0> : tensor<i64>
-    %c_2 = stablehlo.constant dense<false> : tensor<i1>
+    %c_2 = stablehlo.constant dense<1> : tensor<i64>
     %c_3 = stablehlo.constant dense<2> : tensor<i64>
-    %c_4 = stablehlo.constant dense<1> : tensor<i64>
     %cst = stablehlo.constant dense<0xFF800000> : tensor<f32>
-    %cst_5 = stablehlo.constant dense<0.000000e+00> : tensor<f32>
+    %cst_4 = stablehlo.constant dense<0.000000e+00> : tensor<f32>
     %0 = stablehlo.add %arg0, %arg1 : tensor<2x8x64xf32>
     %1 = stablehlo.transpose %arg2, dims = [1, 0] : (tensor<4x64xf32>) -> tensor<64x4xf32>
     %2 = stablehlo.reshape %0 : (tensor<2x8x64xf32>) -> tensor<16x64xf32>
@@ -266,80 +261,77 @@ module @spmd_program {
     %7 = stablehlo.broadcast_in_dim %6, dims = [0, 1, 2] : (tensor<2x8x1xf32>) -> tensor<2x8x4xf32>
     %8 = stablehlo.subtract %4, %7 : tensor<2x8x4xf32>
     %9 = stablehlo.exponential %8 : tensor<2x8x4xf32>
-    %10 = stablehlo.reduce(%9 init: %cst_5) applies stablehlo.add across dimensions = [2] : (tensor<2x8x4xf32>, tensor<f32>) -> tensor<2x8xf32>
+    %10 = stablehlo.reduce(%9 init: %cst_4) applies stablehlo.add across dimensions = [2] : (tensor<2x8x4xf32>, tensor<f32>) -> tensor<2x8xf32>
     %11 = stablehlo.reshape %10 : (tensor<2x8xf32>) -> tensor<2x8x1xf32>
     %12 = stablehlo.broadcast_in_dim %11, dims = [0, 1, 2] : (tensor<2x8x1xf32>) -> tensor<2x8x4xf32>
     %13 = stablehlo.divide %9, %12 : tensor<2x8x4xf32>
     %14 = stablehlo.divide %arg3, %c_3 : tensor<i64>
     %15 = stablehlo.multiply %14, %c_3 : tensor<i64>
     %16 = stablehlo.subtract %arg3, %15 : tensor<i64>
-    %17 = stablehlo.compare NE, %16, %c_1, SIGNED : (tensor<i64>, tensor<i64>) -> tensor<i1>
-    %18 = stablehlo.compare LT, %16, %c_1, SIGNED : (tensor<i64>, tensor<i64>) -> tensor<i1>
-    %19 = stablehlo.compare NE, %18, %c_2, SIGNED : (tensor<i1>, tensor<i1>) -> tensor<i1>
-    %20 = stablehlo.and %17, %19 : tensor<i1>
-    %21 = stablehlo.add %16, %c_3 : tensor<i64>
-    %22 = stablehlo.broadcast_in_dim %21, dims = [] : (tensor<i64>) -> tensor<i64>
-    %23 = stablehlo.broadcast_in_dim %16, dims = [] : (tensor<i64>) -> tensor<i64>
-    %24 = stablehlo.select %20, %22, %23 : tensor<i1>, tensor<i64>
-    %25 = stablehlo.convert %24 : (tensor<i64>) -> tensor<f64>
-    %26 = stablehlo.convert %c_4 : (tensor<i64>) -> tensor<f64>
-    %27 = stablehlo.divide %25, %26 : tensor<f64>
-    %28 = stablehlo.floor %27 : tensor<f64>
-    %29 = stablehlo.convert %28 : (tensor<f64>) -> tensor<i64>
-    %30 = stablehlo.reshape %29 : (tensor<i64>) -> tensor<1x1xi64>
-    %31 = stablehlo.convert %30 : (tensor<1x1xi64>) -> tensor<1x1xi32>
-    %32 = stablehlo.convert %c_4 : (tensor<i64>) -> tensor<f64>
-    %33 = stablehlo.convert %c_3 : (tensor<i64>) -> tensor<f64>
-    %34 = stablehlo.divide %33, %32 : tensor<f64>
-    %35 = stablehlo.ceil %34 : tensor<f64>
-    %36 = stablehlo.convert %35 : (tensor<f64>) -> tensor<i64>
-    %37 = stablehlo.reshape %36 : (tensor<i64>) -> tensor<1xi64>
-    %38 = stablehlo.dynamic_iota %37, dim = 0 : (tensor<1xi64>) -> tensor<2xi64>
-    %39 = stablehlo.multiply %38, %c_0 : tensor<2xi64>
-    %40 = stablehlo.add %39, %c : tensor<2xi64>
-    %41 = stablehlo.reshape %31 : (tensor<1x1xi32>) -> tensor<i32>
-    %42 = stablehlo.convert %41 : (tensor<i32>) -> tensor<i64>
-    %43 = stablehlo.multiply %42, %c_3 : tensor<i64>
-    %44 = stablehlo.broadcast_in_dim %43, dims = [] : (tensor<i64>) -> tensor<2xi64>
-    %45 = stablehlo.add %40, %44 : tensor<2xi64>
-    %46 = "stablehlo.gather"(%13, %45) <{dimension_numbers = #stablehlo.gather<offset_dims = [0, 1], collapsed_slice_dims = [2], start_index_map = [2], index_vector_dim = 1>, indices_are_sorted = false, slice_sizes = array<i64: 2, 8, 1>}> : (tensor<2x8x4xf32>, tensor<2xi64>) -> tensor<2x8x2xf32>
-    %47 = stablehlo.convert %46 : tensor<2x8x2xf32>
-    %48 = stablehlo.reshape %0 : (tensor<2x8x64xf32>) -> tensor<2x8x64x1xf32>
-    %49 = stablehlo.reshape %48 : (tensor<2x8x64x1xf32>) -> tensor<2x8x64x1x1xf32>
-    %50 = stablehlo.transpose %49, dims = [0, 1, 3, 4, 2] : (tensor<2x8x64x1x1xf32>) -> tensor<2x8x1x1x64xf32>
-    %51 = stablehlo.reshape %arg4 : (tensor<2x32x64xf32>) -> tensor<2x32x64x1xf32>
-    %52 = stablehlo.reshape %51 : (tensor<2x32x64x1xf32>) -> tensor<2x32x64x1x1xf32>
-    %53 = stablehlo.transpose %52, dims = [3, 4, 0, 1, 2] : (tensor<2x32x64x1x1xf32>) -> tensor<1x1x2x32x64xf32>
-    %54 = stablehlo.transpose %50, dims = [0, 1, 4, 2, 3] : (tensor<2x8x1x1x64xf32>) -> tensor<2x8x64x1x1xf32>
-    %55 = stablehlo.reshape %54 : (tensor<2x8x64x1x1xf32>) -> tensor<1x16x64xf32>
-    %56 = stablehlo.transpose %53, dims = [4, 2, 3, 0, 1] : (tensor<1x1x2x32x64xf32>) -> tensor<64x2x32x1x1xf32>
-    %57 = stablehlo.reshape %56 : (tensor<64x2x32x1x1xf32>) -> tensor<1x64x64xf32>
-    %58 = stablehlo.broadcast_in_dim %57, dims = [0, 1, 2] : (tensor<1x64x64xf32>) -> tensor<1x64x64xf32>
-    %59 = stablehlo.dot_general %55, %58, batching_dims = [0] x [0], contracting_dims = [2] x [1] : (tensor<1x16x64xf32>, tensor<1x64x64xf32>) -> tensor<1x16x64xf32>
-    %60 = stablehlo.reshape %59 : (tensor<1x16x64xf32>) -> tensor<2x8x1x2x32xf32>
-    %61 = stablehlo.transpose %60, dims = [0, 1, 3, 4, 2] : (tensor<2x8x1x2x32xf32>) -> tensor<2x8x2x32x1xf32>
-    %62 = stablehlo.reshape %61 : (tensor<2x8x2x32x1xf32>) -> tensor<2x8x2x32xf32>
-    %63 = stablehlo.logistic %62 : tensor<2x8x2x32xf32>
-    %64 = stablehlo.multiply %62, %63 : tensor<2x8x2x32xf32>
-    %65 = stablehlo.reshape %64 : (tensor<2x8x2x32xf32>) -> tensor<2x8x2x32x1xf32>
-    %66 = stablehlo.transpose %65, dims = [0, 1, 2, 4, 3] : (tensor<2x8x2x32x1xf32>) -> tensor<2x8x2x1x32xf32>
-    %67 = stablehlo.reshape %arg5 : (tensor<2x64x32xf32>) -> tensor<2x64x32x1xf32>
-    %68 = stablehlo.reshape %67 : (tensor<2x64x32x1xf32>) -> tensor<2x64x32x1x1xf32>
-    %69 = stablehlo.transpose %68, dims = [3, 4, 0, 1, 2] : (tensor<2x64x32x1x1xf32>) -> tensor<1x1x2x64x32xf32>
-    %70 = stablehlo.transpose %66, dims = [2, 0, 1, 4, 3] : (tensor<2x8x2x1x32xf32>) -> tensor<2x2x8x32x1xf32>
-    %71 = stablehlo.reshape %70 : (tensor<2x2x8x32x1xf32>) -> tensor<2x16x32xf32>
-    %72 = stablehlo.transpose %69, dims = [2, 4, 3, 0, 1] : (tensor<1x1x2x64x32xf32>) -> tensor<2x32x64x1x1xf32>
-    %73 = stablehlo.reshape %72 : (tensor<2x32x64x1x1xf32>) -> tensor<2x32x64xf32>
-    %74 = stablehlo.broadcast_in_dim %73, dims = [0, 1, 2] : (tensor<2x32x64xf32>) -> tensor<2x32x64xf32>
-    %75 = stablehlo.dot_general %71, %74, batching_dims = [0] x [0], contracting_dims = [2] x [1] : (tensor<2x16x32xf32>, tensor<2x32x64xf32>) -> tensor<2x16x64xf32>
-    %76 = stablehlo.reshape %75 : (tensor<2x16x64xf32>) -> tensor<2x2x8x1x64xf32>
-    %77 = stablehlo.transpose %76, dims = [1, 2, 0, 4, 3] : (tensor<2x2x8x1x64xf32>) -> tensor<2x8x2x64x1xf32>
-    %78 = stablehlo.reshape %77 : (tensor<2x8x2x64x1xf32>) -> tensor<2x8x2x64xf32>
-    %79 = stablehlo.reshape %47 : (tensor<2x8x2xf32>) -> tensor<2x8x2x1xf32>
-    %80 = stablehlo.broadcast_in_dim %79, dims = [0, 1, 2, 3] : (tensor<2x8x2x1xf32>) -> tensor<2x8x2x64xf32>
-    %81 = stablehlo.multiply %78, %80 : tensor<2x8x2x64xf32>
-    %82 = stablehlo.reduce(%81 init: %cst_5) applies stablehlo.add across dimensions = [2] : (tensor<2x8x2x64xf32>, tensor<f32>) -> tensor<2x8x64xf32>
-    return %0, %82 : tensor<2x8x64xf32>, tensor<2x8x64xf32>
+    %17 = stablehlo.compare LT, %16, %c_1, SIGNED : (tensor<i64>, tensor<i64>) -> tensor<i1>
+    %18 = stablehlo.add %16, %c_3 : tensor<i64>
+    %19 = stablehlo.broadcast_in_dim %18, dims = [] : (tensor<i64>) -> tensor<i64>
+    %20 = stablehlo.broadcast_in_dim %16, dims = [] : (tensor<i64>) -> tensor<i64>
+    %21 = stablehlo.select %17, %19, %20 : tensor<i1>, tensor<i64>
+    %22 = stablehlo.convert %21 : (tensor<i64>) -> tensor<f64>
+    %23 = stablehlo.convert %c_2 : (tensor<i64>) -> tensor<f64>
+    %24 = stablehlo.divide %22, %23 : tensor<f64>
+    %25 = stablehlo.floor %24 : tensor<f64>
+    %26 = stablehlo.convert %25 : (tensor<f64>) -> tensor<i64>
+    %27 = stablehlo.reshape %26 : (tensor<i64>) -> tensor<1x1xi64>
+    %28 = stablehlo.convert %27 : (tensor<1x1xi64>) -> tensor<1x1xi32>
+    %29 = stablehlo.convert %c_2 : (tensor<i64>) -> tensor<f64>
+    %30 = stablehlo.convert %c_3 : (tensor<i64>) -> tensor<f64>
+    %31 = stablehlo.divide %30, %29 : tensor<f64>
+    %32 = stablehlo.ceil %31 : tensor<f64>
+    %33 = stablehlo.convert %32 : (tensor<f64>) -> tensor<i64>
+    %34 = stablehlo.reshape %33 : (tensor<i64>) -> tensor<1xi64>
+    %35 = stablehlo.dynamic_iota %34, dim = 0 : (tensor<1xi64>) -> tensor<2xi64>
+    %36 = stablehlo.multiply %35, %c_0 : tensor<2xi64>
+    %37 = stablehlo.add %36, %c : tensor<2xi64>
+    %38 = stablehlo.reshape %28 : (tensor<1x1xi32>) -> tensor<i32>
+    %39 = stablehlo.convert %38 : (tensor<i32>) -> tensor<i64>
+    %40 = stablehlo.multiply %39, %c_3 : tensor<i64>
+    %41 = stablehlo.broadcast_in_dim %40, dims = [] : (tensor<i64>) -> tensor<2xi64>
+    %42 = stablehlo.add %37, %41 : tensor<2xi64>
+    %43 = "stablehlo.gather"(%13, %42) <{dimension_numbers = #stablehlo.gather<offset_dims = [0, 1], collapsed_slice_dims = [2], start_index_map = [2], index_vector_dim = 1>, indices_are_sorted = false, slice_sizes = array<i64: 2, 8, 1>}> : (tensor<2x8x4xf32>, tensor<2xi64>) -> tensor<2x8x2xf32>
+    %44 = stablehlo.convert %43 : tensor<2x8x2xf32>
+    %45 = stablehlo.reshape %0 : (tensor<2x8x64xf32>) -> tensor<2x8x64x1xf32>
+    %46 = stablehlo.reshape %45 : (tensor<2x8x64x1xf32>) -> tensor<2x8x64x1x1xf32>
+    %47 = stablehlo.transpose %46, dims = [0, 1, 3, 4, 2] : (tensor<2x8x64x1x1xf32>) -> tensor<2x8x1x1x64xf32>
+    %48 = stablehlo.reshape %arg4 : (tensor<2x32x64xf32>) -> tensor<2x32x64x1xf32>
+    %49 = stablehlo.reshape %48 : (tensor<2x32x64x1xf32>) -> tensor<2x32x64x1x1xf32>
+    %50 = stablehlo.transpose %49, dims = [3, 4, 0, 1, 2] : (tensor<2x32x64x1x1xf32>) -> tensor<1x1x2x32x64xf32>
+    %51 = stablehlo.transpose %47, dims = [0, 1, 4, 2, 3] : (tensor<2x8x1x1x64xf32>) -> tensor<2x8x64x1x1xf32>
+    %52 = stablehlo.reshape %51 : (tensor<2x8x64x1x1xf32>) -> tensor<1x16x64xf32>
+    %53 = stablehlo.transpose %50, dims = [4, 2, 3, 0, 1] : (tensor<1x1x2x32x64xf32>) -> tensor<64x2x32x1x1xf32>
+    %54 = stablehlo.reshape %53 : (tensor<64x2x32x1x1xf32>) -> tensor<1x64x64xf32>
+    %55 = stablehlo.broadcast_in_dim %54, dims = [0, 1, 2] : (tensor<1x64x64xf32>) -> tensor<1x64x64xf32>
+    %56 = stablehlo.dot_general %52, %55, batching_dims = [0] x [0], contracting_dims = [2] x [1] : (tensor<1x16x64xf32>, tensor<1x64x64xf32>) -> tensor<1x16x64xf32>
+    %57 = stablehlo.reshape %56 : (tensor<1x16x64xf32>) -> tensor<2x8x1x2x32xf32>
+    %58 = stablehlo.transpose %57, dims = [0, 1, 3, 4, 2] : (tensor<2x8x1x2x32xf32>) -> tensor<2x8x2x32x1xf32>
+    %59 = stablehlo.reshape %58 : (tensor<2x8x2x32x1xf32>) -> tensor<2x8x2x32xf32>
+    %60 = stablehlo.logistic %59 : tensor<2x8x2x32xf32>
+    %61 = stablehlo.multiply %59, %60 : tensor<2x8x2x32xf32>
+    %62 = stablehlo.reshape %61 : (tensor<2x8x2x32xf32>) -> tensor<2x8x2x32x1xf32>
+    %63 = stablehlo.transpose %62, dims = [0, 1, 2, 4, 3] : (tensor<2x8x2x32x1xf32>) -> tensor<2x8x2x1x32xf32>
+    %64 = stablehlo.reshape %arg5 : (tensor<2x64x32xf32>) -> tensor<2x64x32x1xf32>
+    %65 = stablehlo.reshape %64 : (tensor<2x64x32x1xf32>) -> tensor<2x64x32x1x1xf32>
+    %66 = stablehlo.transpose %65, dims = [3, 4, 0, 1, 2] : (tensor<2x64x32x1x1xf32>) -> tensor<1x1x2x64x32xf32>
+    %67 = stablehlo.transpose %63, dims = [2, 0, 1, 4, 3] : (tensor<2x8x2x1x32xf32>) -> tensor<2x2x8x32x1xf32>
+    %68 = stablehlo.reshape %67 : (tensor<2x2x8x32x1xf32>) -> tensor<2x16x32xf32>
+    %69 = stablehlo.transpose %66, dims = [2, 4, 3, 0, 1] : (tensor<1x1x2x64x32xf32>) -> tensor<2x32x64x1x1xf32>
+    %70 = stablehlo.reshape %69 : (tensor<2x32x64x1x1xf32>) -> tensor<2x32x64xf32>
+    %71 = stablehlo.broadcast_in_dim %70, dims = [0, 1, 2] : (tensor<2x32x64xf32>) -> tensor<2x32x64xf32>
+    %72 = stablehlo.dot_general %68, %71, batching_dims = [0] x [0], contracting_dims = [2] x [1] : (tensor<2x16x32xf32>, tensor<2x32x64xf32>) -> tensor<2x16x64xf32>
+    %73 = stablehlo.reshape %72 : (tensor<2x16x64xf32>) -> tensor<2x2x8x1x64xf32>
+    %74 = stablehlo.transpose %73, dims = [1, 2, 0, 4, 3] : (tensor<2x2x8x1x64xf32>) -> tensor<2x8x2x64x1xf32>
+    %75 = stablehlo.reshape %74 : (tensor<2x8x2x64x1xf32>) -> tensor<2x8x2x64xf32>
+    %76 = stablehlo.reshape %44 : (tensor<2x8x2xf32>) -> tensor<2x8x2x1xf32>
+    %77 = stablehlo.broadcast_in_dim %76, dims = [0, 1, 2, 3] : (tensor<2x8x2x1xf32>) -> tensor<2x8x2x64xf32>
+    %78 = stablehlo.multiply %75, %77 : tensor<2x8x2x64xf32>
+    %79 = stablehlo.reduce(%78 init: %cst_4) applies stablehlo.add across dimensions = [2] : (tensor<2x8x2x64xf32>, tensor<f32>) -> tensor<2x8x64xf32>
+    return %0, %79 : tensor<2x8x64xf32>, tensor<2x8x64xf32>
   }
   func.func private @piece_4(%arg0: tensor<2x8x64xf32>, %arg1: tensor<2x8x64xf32>, %arg2: tensor<64xf32>, %arg3: tensor<64x64xf32>) -> tensor<2x8x64xf32> {
     %cst = stablehlo.constant dense<0.000000e+00> : tensor<f32>
