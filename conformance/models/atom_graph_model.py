@@ -184,48 +184,51 @@ LEVEL_OP = "token_attention"
 _LEVEL_OPS: dict[Any, tuple[str, list]] = {}
 
 
+def _attend_into(out: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, fc: Any, kv: Any) -> None:
+    """Attention of the step in ``fc`` over cache ``kv``, written into ``out`` row range by row range.
+
+    Request i owns the query rows cu[i]:cu[i+1] and cache slot block_tables[i] (i without a table),
+    of which its first context_lens[i] entries are valid; each row also sees its request's new rows
+    up to itself. A decode lays out max_seqlen_q rows per request without reading a device tensor
+    on the host (which a CUDA graph capture under FULL would refuse)."""
+    md = fc.attn_metadata
+    span, rows = md.max_seqlen_k, q.shape[0]
+    if fc.context is not None and not fc.context.is_prefill:
+        cu = list(range(0, rows + 1, md.max_seqlen_q))
+    elif md.cu_seqlens_q is not None:
+        cu = md.cu_seqlens_q.tolist()
+    else:
+        cu = list(range(rows + 1))
+    cached = torch.arange(span, device=q.device)
+    for i in range(len(cu) - 1):
+        s, e = cu[i], cu[i + 1]
+        if e <= s:
+            continue
+        n = e - s
+        slot = md.block_tables[i] if md.block_tables is not None else i
+        keys = torch.cat([kv.k_cache[slot, :span], k[s:e]])  # [span + n, H, D]
+        vals = torch.cat([kv.v_cache[slot, :span], v[s:e]])
+        new = torch.arange(n, device=q.device)
+        valid = torch.cat([(cached < md.context_lens[i]).expand(n, span), new[None, :] <= new[:, None]], dim=1)
+        scores = torch.einsum("nhd,lhd->nhl", q[s:e], keys) * q.shape[-1] ** -0.5
+        scores = scores.masked_fill(~valid[:, None, :], float("-inf"))
+        out[s:e] = torch.einsum("nhl,lhd->nhd", scores.softmax(-1), vals)
+
+
 def register_level_attention(atom: AtomCapability) -> tuple[str, list]:
     """Register the level decoder's attention op once per process and ATOM module; returns its
     ``"namespace.op"`` name and the list every call appends ``(rows, max_seqlen_k)`` to."""
     known = _LEVEL_OPS.get(atom.direct_register_custom_op)
     if known is not None:
         return known
-    head_dim = DIM // HEADS
     calls: list[tuple[int, int]] = []
 
     @atom.eager_region
     def request_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-        # Request i owns the query rows cu[i]:cu[i+1] and cache slot block_tables[i] (i without a
-        # table), of which its first context_lens[i] entries are valid; each row also sees its own
-        # request's new rows up to itself.
         fc = atom.get_forward_context()
-        md, kv = fc.attn_metadata, fc.kv_cache_data["layer0"]
-        span = md.max_seqlen_k
-        rows = q.shape[0]
-        calls.append((rows, span))
-        if fc.context is not None and not fc.context.is_prefill:
-            # A decode: max_seqlen_q rows per request, so no host read of a device tensor (which a
-            # CUDA graph capture of this region under FULL would refuse).
-            cu = list(range(0, rows + 1, md.max_seqlen_q))
-        elif md.cu_seqlens_q is not None:
-            cu = md.cu_seqlens_q.tolist()
-        else:
-            cu = list(range(rows + 1))
+        calls.append((q.shape[0], fc.attn_metadata.max_seqlen_k))
         out = torch.zeros_like(q)
-        cached = torch.arange(span, device=q.device)
-        for i in range(len(cu) - 1):
-            s, e = cu[i], cu[i + 1]
-            if e <= s:
-                continue
-            n = e - s
-            slot = md.block_tables[i] if md.block_tables is not None else i
-            keys = torch.cat([kv.k_cache[slot, :span], k[s:e]])  # [span + n, H, D]
-            vals = torch.cat([kv.v_cache[slot, :span], v[s:e]])
-            new = torch.arange(n, device=q.device)
-            valid = torch.cat([(cached < md.context_lens[i]).expand(n, span), new[None, :] <= new[:, None]], dim=1)
-            scores = torch.einsum("nhd,lhd->nhl", q[s:e], keys) * head_dim**-0.5
-            scores = scores.masked_fill(~valid[:, None, :], float("-inf"))
-            out[s:e] = torch.einsum("nhl,lhd->nhd", scores.softmax(-1), vals)
+        _attend_into(out, q, k, v, fc, fc.kv_cache_data["layer0"])
         return out
 
     def token_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, output: torch.Tensor) -> None:
@@ -363,37 +366,13 @@ def register_production_attention(atom: AtomCapability) -> tuple[tuple[str, str]
     known = _PROD_OPS.get(atom.direct_register_custom_op)
     if known is not None:
         return known
-    head_dim = DIM // HEADS
     calls: list[tuple[str, int, int]] = []
 
     def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, output: torch.Tensor, layer_name: str) -> None:
-        # Request i owns rows cu[i]:cu[i+1] and cache slot block_tables[i] (i without a table);
-        # its first context_lens[i] cached entries are valid, and each new row sees its request's
-        # new rows up to itself. The result goes into ``output`` in place; nothing is returned.
+        # The result goes into ``output`` in place (the op mutates it); nothing is returned.
         fc = atom.get_forward_context()
-        md, kv = fc.attn_metadata, fc.kv_cache_data[layer_name]
-        span, rows = md.max_seqlen_k, q.shape[0]
-        calls.append((layer_name, rows, span))
-        if fc.context is not None and not fc.context.is_prefill:
-            cu = list(range(0, rows + 1, md.max_seqlen_q))  # no host read of a device tensor
-        elif md.cu_seqlens_q is not None:
-            cu = md.cu_seqlens_q.tolist()
-        else:
-            cu = list(range(rows + 1))
-        cached = torch.arange(span, device=q.device)
-        for i in range(len(cu) - 1):
-            s, e = cu[i], cu[i + 1]
-            if e <= s:
-                continue
-            n = e - s
-            slot = md.block_tables[i] if md.block_tables is not None else i
-            keys = torch.cat([kv.k_cache[slot, :span], k[s:e]])
-            vals = torch.cat([kv.v_cache[slot, :span], v[s:e]])
-            new = torch.arange(n, device=q.device)
-            valid = torch.cat([(cached < md.context_lens[i]).expand(n, span), new[None, :] <= new[:, None]], dim=1)
-            scores = torch.einsum("nhd,lhd->nhl", q[s:e], keys) * head_dim**-0.5
-            scores = scores.masked_fill(~valid[:, None, :], float("-inf"))
-            output[s:e] = torch.einsum("nhl,lhd->nhd", scores.softmax(-1), vals)
+        calls.append((layer_name, q.shape[0], fc.attn_metadata.max_seqlen_k))
+        _attend_into(output, q, k, v, fc, fc.kv_cache_data[layer_name])
 
     def live_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, output: torch.Tensor, layer_name: str) -> None:
         attend(q, k, v, output, layer_name)
