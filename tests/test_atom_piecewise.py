@@ -108,6 +108,7 @@ def test_registering_again_is_a_no_op_and_a_taken_name_is_an_error():
 
 
 
+@pytest.mark.spec("004.customop.cuda-dispatch-key")
 def test_a_default_registration_has_a_cuda_kernel_and_a_cpu_kernel_and_an_explicit_key_only_that_one():
     # Asked of the dispatcher, so it holds on a CPU-only build: a model written as the design writes
     # one (no dispatch_key) runs on the GPU it was written for, and here on the CPU.

@@ -189,6 +189,7 @@ def _expected_path(mode: str, bs: int, tbo: bool) -> dict:
 
 @pytest.mark.parametrize("tbo", [False, True], ids=["plain", "tbo"])
 @pytest.mark.parametrize("mode", MODES)
+@pytest.mark.spec("004.replay.dispatch-rules", "004.keying.request-bucket", "004.keying.tbo-split")
 def test_each_step_reports_the_path_the_dispatch_rules_give_it(atom, cell, mode, tbo):
     # The evidence that a replay happened: a cell that silently ran a step eagerly, replayed another
     # bucket, or padded a step that fits a captured size exactly must fail here, not pass on parity.
@@ -209,6 +210,7 @@ def test_each_step_reports_the_path_the_dispatch_rules_give_it(atom, cell, mode,
 
 
 @pytest.mark.parametrize("mode", [m for m in MODES if m != "NONE"])
+@pytest.mark.spec("004.modes.split-op-not-break", "004.modes.eager-regions-live", "004.replay.equals-eager")
 def test_a_replayed_step_leaves_its_rows_then_padding_in_the_recorded_buffers(cell, mode):
     # Padding is written every step: stale rows of an earlier step never stand in the bucket.
     buffers = cell[mode]["buffers"]
@@ -327,6 +329,7 @@ def test_invalid_combinations_are_typed_errors_naming_the_field(atom, tmp_path):
     assert err.value.field == "cudagraph_mode"
 
 
+@pytest.mark.spec("004.context.lifecycle")
 def test_an_exception_inside_a_step_leaves_no_forward_context_behind(atom, tmp_path):
     # A context left set after a failed step would hand that step's metadata to the next one (or
     # refuse the next one): the block form resets on error, and so does the runner's step.
