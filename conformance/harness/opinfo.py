@@ -16,10 +16,14 @@ worker see torch as they would without the lane.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import hashlib
 import math
+import os
+import signal
+import threading
 from typing import Any, Callable, Iterator, Sequence
 
 from conformance.harness.implementation import Implementation, NotSupported
@@ -45,9 +49,79 @@ DTYPES = ("float32", "float16", "bfloat16", "int64", "bool")
 MAX_SAMPLES = 3
 
 
+#: How long one row may run (seconds of wall time: sample generation, the compiles, the calls). A
+#: row takes 1 to 30 s on a loaded 2-core machine (Inductor's C++ compiles the longest); the bound is
+#: for a row that never ends (a ``masked.*`` row once hung its worker), so it is generous.
+ROW_TIMEOUT_S = 300.0
+#: Past the bound, how long the row has to unwind (the soft stop below) before the process is ended.
+ROW_TIMEOUT_GRACE_S = 30.0
+
+
 #: Entries whose result is uninitialized memory: compared by structure, shape and dtype only (two
 #: eager calls may return the same garbage, so the random-op check below cannot tell).
 UNDEFINED_VALUES = frozenset({"empty", "empty_like", "empty_strided", "empty_permuted", "new_empty", "new_empty_strided"})
+
+
+class RowTimedOut(BaseException):
+    """A row ran past its bound. A ``BaseException`` (as ``KeyboardInterrupt`` is), so that no
+    ``except Exception`` on the way out (the lane's own "eager rejects this sample", an
+    implementation's error handling, Dynamo's) can turn it into another verdict."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(f"the row ran past its bound of {seconds:g} s and was stopped")
+        self.seconds = seconds
+
+
+def timed_out(entry: str, dtype: str, seconds: float, *, ended_process: bool = False) -> "Verdict":
+    """The *error* row of a row stopped at its bound."""
+    how = ("the row did not unwind within the grace period, so the process running it was ended"
+           if ended_process else "the row was stopped and the process went on")
+    return Verdict(entry, dtype, ERROR, f"RowTimedOut: ran past the row bound of {seconds:g} s ({how})")
+
+
+@contextlib.contextmanager
+def row_deadline(seconds: float | None, *, grace: float = ROW_TIMEOUT_GRACE_S,
+                 on_hard_expiry: Callable[[], None] | None = None) -> Iterator[None]:
+    """Bound the block to ``seconds`` of wall time (``None`` or 0: no bound).
+
+    Two stops, because a hang may be in Python or in native code. The soft stop, a ``SIGALRM``
+    timer (only in the main thread, where Python runs signal handlers), raises
+    :class:`RowTimedOut` inside the block at the next Python bytecode, which also interrupts a
+    wait on a child process (iree-compile) and lets every ``with`` unwind. The hard stop, a timer
+    thread, fires ``grace`` seconds later if the block still has not ended (a loop in a C
+    extension never returns to Python): it calls ``on_hard_expiry`` (which records the row's
+    verdict) and ends the process with ``os._exit``; under pytest-xdist the worker is replaced and
+    the lane goes on, the row recorded as the timeout (or, without a callback, as a crash)."""
+    if not seconds or seconds <= 0:
+        yield
+        return
+    soft = threading.current_thread() is threading.main_thread()
+    done = threading.Event()
+
+    def hard() -> None:
+        if done.wait(seconds + grace):
+            return
+        try:
+            if on_hard_expiry is not None:
+                on_hard_expiry()
+        finally:
+            os._exit(70)  # EX_SOFTWARE: the row would not stop; the worker goes, the lane goes on
+
+    def alarm(_signum: int, _frame: Any) -> None:
+        raise RowTimedOut(seconds)
+
+    watchdog = threading.Thread(target=hard, name="op-row-deadline", daemon=True)
+    previous = signal.signal(signal.SIGALRM, alarm) if soft else None
+    if soft:
+        signal.setitimer(signal.ITIMER_REAL, seconds)
+    watchdog.start()
+    try:
+        yield
+    finally:
+        done.set()
+        if soft:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous)
 
 
 class OpLaneUnavailable(RuntimeError):

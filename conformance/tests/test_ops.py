@@ -18,6 +18,11 @@ regenerate the table with ``make ops-docs``. The full table's drift is ``make op
 covers, by a hash of the row, plus :data:`PINNED`); ``make ops`` (``CONFORMANCE_OPS=all``) runs every row and writes
 ``reports/<impl>/ops/ops.md`` and ``ops.json``. Each test leaves its verdict in
 ``reports/<impl>/<lane>/op-verdicts/``, which the table is made from.
+
+A row is bounded by :data:`~conformance.harness.opinfo.ROW_TIMEOUT_S` of wall time: past it the row
+is stopped and is an *error* naming the bound, and the worker goes on to the next row; a row stuck
+in native code that does not stop within the grace period ends its worker (pytest-xdist starts
+another), its verdict recorded first.
 """
 
 from __future__ import annotations
@@ -82,8 +87,16 @@ def test_op_matches_eager(op_row: tuple[str, str], impl: Implementation, pytestc
     # recorded before the run too, so a row whose run kills the worker (a segmentation fault in a
     # runtime) still has its verdict in the table
     ops_table.record(suite.report_dir(), opinfo.Verdict(entry, dtype, opinfo.ERROR, opinfo.CRASHED))
+    report_dir = suite.report_dir()
+
+    def ended_at_bound() -> None:  # the hard stop: the process is about to end; leave the row's verdict
+        ops_table.record(report_dir, opinfo.timed_out(entry, dtype, opinfo.ROW_TIMEOUT_S, ended_process=True))
+
     try:
-        row = opinfo.run_op(impl, opinfo.entries()[entry], dtype)
+        with opinfo.row_deadline(opinfo.ROW_TIMEOUT_S, on_hard_expiry=ended_at_bound):
+            row = opinfo.run_op(impl, opinfo.entries()[entry], dtype)
+    except opinfo.RowTimedOut as exc:  # stopped at the bound: an error row; the worker goes on
+        row = opinfo.timed_out(entry, dtype, exc.seconds)
     except NotSupported as exc:
         ops_table.record(suite.report_dir(), opinfo.Verdict(entry, dtype, opinfo.NOT_SUPPORTED, str(exc)))
         raise
