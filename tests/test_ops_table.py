@@ -93,3 +93,11 @@ def test_an_opinfo_declared_tolerance_is_read():
     assert any(v is not None for v in declared.values())
     rtol, atol, source = opinfo.tolerance_for(entries["abs"], torch.int64)
     assert (rtol, atol, source) == (0.0, 0.0, "suite")
+
+
+def test_a_run_of_some_rows_completes_the_base_table(tmp_path):
+    base = tmp_path / "base.json"
+    base.write_text(json.dumps(ops_table.build([_row("add", "float32", "matches"), _row("mul", "float32", "error", "x")], "x")))
+    merged = ops_table.carried_over(base, [_row("mul", "float32", "matches"), _row("add", "int64", "matches")])
+    verdicts = {(r["entry"], r["dtype"]): r["verdict"] for r in merged}
+    assert verdicts == {("add", "float32"): "matches", ("mul", "float32"): "matches", ("add", "int64"): "matches"}

@@ -6,6 +6,8 @@ and ``.json``.
 
     python -m conformance.reporting.ops_table [--spec SPEC]            # write reports/<impl>/ops/ops.md, ops.json
     python -m conformance.reporting.ops_table [--spec SPEC] --docs     # and the docs/support/ copies
+    python -m conformance.reporting.ops_table --docs --base docs/support/<impl>-ops.json   # a run of some
+                                                                       # dtypes completes the checked-in table
     python -m conformance.reporting.ops_table [--spec SPEC] --check    # a fresh full run against the copy
     python -m conformance.reporting.ops_table --compare BEFORE.json AFTER.json   # two runs, row by row
 
@@ -197,8 +199,19 @@ def _cell(text: str) -> str:
     return text if len(text) <= 160 else text[:157] + "..."
 
 
-def write(report_dir: Path, impl: str, *, docs: bool = False, partial: str = "") -> dict[str, Any]:
-    table = build(collect(report_dir), impl, partial=partial)
+def carried_over(base: Path, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``rows`` plus the rows of the table ``base`` (an ``ops.json``, e.g. the checked-in copy) that
+    this run did not run: a run of some dtypes or rows completes a table instead of replacing it."""
+    ran = {(r["entry"], r["dtype"]) for r in rows}
+    old = json.loads(Path(base).read_text(encoding="utf-8"))["rows"]
+    return rows + [dict(r) for r in old if (r["entry"], r["dtype"]) not in ran]
+
+
+def write(report_dir: Path, impl: str, *, docs: bool = False, partial: str = "", base: Path | None = None) -> dict[str, Any]:
+    rows = collect(report_dir)
+    if base is not None:
+        rows = carried_over(base, rows)
+    table = build(rows, impl, partial=partial)
     text, data = render(table), json.dumps(table, indent=1, sort_keys=True) + "\n"
     (Path(report_dir) / "ops.md").write_text(text, encoding="utf-8")
     (Path(report_dir) / "ops.json").write_text(data, encoding="utf-8")
@@ -258,6 +271,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--clear", action="store_true", help="remove the previous run's verdicts and stop")
     parser.add_argument("--docs", action="store_true", help="also write docs/support/<impl>-ops.md and .json")
     parser.add_argument("--partial", default="", help="label the table partial, saying what it covers")
+    parser.add_argument("--base", type=Path, default=None,
+                        help="an ops.json whose rows this run did not run are carried into the table (a run of some dtypes)")
     parser.add_argument("--check", action="store_true", help="run the whole lane fresh and compare with the copy")
     parser.add_argument("--compare", nargs=2, type=Path, metavar=("BEFORE", "AFTER"),
                         help="compare two ops.json (two runs, or the checked-in copy and a run) and stop")
@@ -280,7 +295,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.check:
         return check(impl, spec, args.jobs)
-    table = write(report_dir, impl, docs=args.docs, partial=args.partial)
+    table = write(report_dir, impl, docs=args.docs, partial=args.partial, base=args.base)
     print(f"ops-table: {impl}: {table['entries']} entries, {len(table['rows'])} rows, "
           + ", ".join(f"{v} {n}" for v, n in table["counts"].items()) + f"; {report_dir}/ops.md")
     return 0
