@@ -66,6 +66,27 @@ def scalar_reduction(x: torch.Tensor, dim=None, keepdim: bool = False, *, dtype=
     return x.to(dtype) if dtype is not None else x.clone()
 
 
+def scalar_argmax(x: torch.Tensor, dim=None, keepdim: bool = False):
+    """``argmax``/``argmin`` of a 0-d tensor is 0 (the one element): torch-mlir's pattern for the op
+    takes a tensor with dimensions only, so on a 0-d one the op stayed unconverted and the compile
+    failed naming its ``keepdim`` operand (``torch.constant.bool``). A tensor with dimensions
+    keeps the op (``NotImplemented``: the decomposition declines)."""
+    if x.dim() != 0:
+        return NotImplemented
+    return torch.zeros((), dtype=torch.int64, device=x.device)
+
+
+def scalar_scan(x: torch.Tensor, dim: int, *, dtype=None):
+    """``cumsum`` (and ``logcumsumexp``) of a 0-d tensor over dim 0/-1 is the tensor itself (in the
+    result dtype: ``cumsum`` of an integer or bool tensor is int64); torch-mlir leaves the scan of a
+    0-d tensor unconverted. A tensor with dimensions keeps the op."""
+    if x.dim() != 0:
+        return NotImplemented
+    if dtype is None and not (x.is_floating_point() or x.is_complex()):
+        dtype = torch.int64
+    return x.to(dtype) if dtype is not None else x.clone()
+
+
 def _remainder_by_scalar(x: torch.Tensor, other, dtype: torch.dtype) -> torch.Tensor:
     """``remainder`` by a Python number: the divisor's sign is known while tracing, so the wrong
     side is one comparison. (With the number made a constant tensor and the sides compared as
@@ -200,10 +221,21 @@ def extra_decompositions() -> dict:
         aten.amax.default: scalar_reduction,
         aten.amin.default: scalar_reduction,
         aten.bmm.default: empty_contraction,
+        aten.argmax.default: scalar_argmax,
+        aten.argmin.default: scalar_argmax,
+        aten.cumsum.default: scalar_scan,
+        aten.logcumsumexp.default: scalar_scan,
         aten._scaled_dot_product_flash_attention_for_cpu_backward.default: flash_attention_backward,
         aten.convolution_backward.default: convolution_backward,
     }
-    # torch's own, outside its core table: the max-pool gradient as a scatter-add
-    table.update(get_decompositions([aten.max_pool2d_with_indices_backward]))
+    # torch's own, outside its core table: the max-pool gradient as a scatter-add; the copying
+    # views (``view_copy``, ``permute_copy``, ``unbind_copy``) as the view and a copy, and
+    # ``diagonal`` / ``unfold`` / ``as_strided_copy`` as strided views (which torch-mlir's importer
+    # turns into gathers of constant indices); it has no pattern for these ops as such
+    # (each failed naming its Python int operand, ``torch.constant.int``)
+    table.update(get_decompositions([
+        aten.max_pool2d_with_indices_backward, aten.view_copy, aten.permute_copy, aten.unbind_copy,
+        aten.diagonal, aten.diagonal_copy, aten.unfold, aten.as_strided_copy,
+    ]))
     table.update(sorting.decompositions())
     return table

@@ -46,7 +46,7 @@ from reference.runtime import LoadedArtifact
 log = logging.getLogger(__name__)
 
 TABLE_PATH = Path(__file__).with_name("optable.json")
-PROBE_VERSION = "2"  # bump when the probe below changes what it decides
+PROBE_VERSION = "3"  # bump when the probe below changes what it decides
 BATCH = 24
 
 # Ops whose result is not a function of their inputs: the probe compares shape and dtype only.
@@ -97,13 +97,33 @@ def break_ops() -> Mapping[str, str]:
 # --- probing one op -----------------------------------------------------------------------------
 
 
+#: The submodules whose functions are ATen ops named ``<prefix>_<name>``: ``torch.special.erfcx`` is
+#: ``aten.special_erfcx``, and its ``__name__`` (what the graph-break rule reads) is ``special_erfcx``.
+SUBMODULES = ("special", "linalg", "fft")
+
+
+def _function(name: str) -> Callable | None:
+    """The public function of ATen op ``name``: ``torch.<name>``, ``torch.special.<rest>`` for
+    ``special_<rest>`` (and linalg, fft), else ``None``."""
+    fn = getattr(torch, name, None)
+    if callable(fn):
+        return fn
+    prefix, _, rest = name.partition("_")
+    if prefix in SUBMODULES and rest:
+        fn = getattr(getattr(torch, prefix), rest, None)
+        if callable(fn) and getattr(fn, "__name__", None) == name:
+            return fn
+    return None
+
+
 def candidate_names() -> list[str]:
-    """ATen op names a user reaches as ``torch.<name>`` or ``Tensor.<name>``, functional only."""
+    """ATen op names a user reaches as ``torch.<name>``, ``torch.special.<name>`` (and linalg, fft)
+    or ``Tensor.<name>``, functional only."""
     names = []
     for name in dir(torch.ops.aten):
         if name.startswith("_") or name.endswith("_"):
             continue  # private ops; in-place variants (AOT Autograd functionalizes them)
-        if callable(getattr(torch, name, None)) or callable(getattr(torch.Tensor, name, None)):
+        if _function(name) is not None or callable(getattr(torch.Tensor, name, None)):
             names.append(name)
     return sorted(names)
 
@@ -134,15 +154,19 @@ def sample_inputs() -> tuple[torch.Tensor, torch.Tensor]:
 
 def make_samples(name: str) -> list[Sample]:
     """The calls of op ``name`` that run eagerly on small float tensors: unary, binary, and with a
-    Python scalar as second operand (``fmod(x, 4)`` takes another path than ``fmod(x, y)``). Empty
-    when none runs or the op returns no tensors (a metadata query that Dynamo answers itself)."""
-    fn = getattr(torch, name, None)
-    if not callable(fn):
+    Python scalar as second operand (``fmod(x, 4)`` takes another path than ``fmod(x, y)``); when
+    none of those runs, with a dimension (``cumprod(x, 1)``: 2 is out of range for the 4x4 input).
+    Empty when none runs or the op returns no tensors (a metadata query that Dynamo answers
+    itself)."""
+    fn = _function(name)
+    if fn is None:
         method = getattr(torch.Tensor, name)
         fn = lambda t, *a, _m=method: _m(t, *a)  # noqa: E731
     x, y = sample_inputs()
     samples = []
-    for args in ((x,), (x, y), (x, 2)):
+    for args, dimension_form in (((x,), False), ((x, y), False), ((x, 2), False), ((x, 1), True)):
+        if dimension_form and samples:
+            break  # the dimension form only for an op no other form reached
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
@@ -199,6 +223,15 @@ def _first_error(text: str) -> str:
     return lines[0][:200] if lines else "no diagnostics"
 
 
+#: ATen ops a probe's odd call form can produce although the probed op is fine in its usual
+#: forms: ``where(x)`` (one argument) is ``nonzero``, which has no static-shape lowering.
+_CALL_FORM_OPS = ("torch.aten.nonzero", "torch.aten.nonzero_numpy")
+
+
+def _blamable(op: str) -> bool:
+    return op not in _CALL_FORM_OPS
+
+
 class Prober:
     """Lower, compile and run op samples with the installed tools."""
 
@@ -234,6 +267,13 @@ class Prober:
             aten = [op for op in exc.ops if op.startswith("torch.aten.")]
             if aten:
                 return "torch-mlir has no StableHLO lowering for " + ", ".join(aten), True
+            # Only constants failed: torch-mlir left the ATen op that takes them unconverted (it
+            # has no pattern for it) and named its first operand. The op is to blame when it is
+            # the probed op itself (``diagonal``) or what the probed op decomposes to (``trace``:
+            # ``aten.diagonal``), as long as it is no op the probe's own call form made up.
+            users = [u for u in getattr(exc, "constant_users", ()) if _blamable(u)]
+            if users:
+                return "torch-mlir has no StableHLO lowering for " + ", ".join(users) + " (its scalar operands stay unconverted)", True
             return None, False
         except Exception as exc:  # noqa: BLE001 - a probe that cannot run says nothing about the op
             log.debug("lowering probe of %s did not run: %s", sample.name, exc)

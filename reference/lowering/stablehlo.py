@@ -192,12 +192,14 @@ def lower_to_stablehlo(gm: torch.fx.GraphModule, *, graph_name: str) -> LoweredG
         origins = [d for d in (_describe(nodes, loc) for loc in locations) if d]
         what = ", ".join(ops) if ops else "an operation"
         origin = f" (from {origins[0]})" if origins else ""
-        raise LoweringError(
+        error = LoweringError(
             f"torch-mlir could not lower {what}{origin} to StableHLO; run it outside the compiled region "
             f"(a graph break) or decompose it.\n{_first_lines(text, 12)}",
             graph_name=graph_name,
             ops=ops,
-        ) from exc
+        )
+        error.constant_users = _constant_users(ops, nodes, locations)
+        raise error from exc
     finally:
         handler.detach()
         _untag_nodes(nodes)
@@ -206,6 +208,28 @@ def lower_to_stablehlo(gm: torch.fx.GraphModule, *, graph_name: str) -> LoweredG
     debug = module.operation.get_asm(enable_debug_info=True, large_elements_limit=None)
     return LoweredGraph(hlo=hlo, input_specs=ins, output_specs=output_specs(gm), node_count=len(gm.graph.nodes),
                         origins=_line_origins(debug, nodes))
+
+
+def _constant_users(ops: Sequence[str], nodes: list, locations: Sequence[str]) -> list[str]:
+    """The ATen ops (torch-mlir's names, ``torch.aten.diagonal``) whose node a failure on a constant
+    (``torch.constant.int`` / ``.bool``) came from, when only constants failed.
+
+    torch-mlir converts an ATen op together with its constant operands: when it has no StableHLO
+    pattern for the op (``aten.diagonal``, ``aten.cumprod``, ``aten.kthvalue``, ``aten.scatter_reduce``,
+    ...) the op stays, and so do its Python-scalar operands, and the conversion names the first
+    illegal operation it meets, the constant. The fault is the op's, not the scalar's; this names
+    it (from the failure's location, which carries the node), for the op table's probe."""
+    if not ops or not all(op.startswith("torch.constant.") for op in ops):
+        return []
+    users: list[str] = []
+    for location in locations:
+        for index in _TAG.findall(location):
+            target = getattr(nodes[int(index)], "target", None)
+            if isinstance(target, torch._ops.OpOverload) and target.namespace == "aten":
+                name = f"torch.aten.{target._opname}" + ("" if target._overloadname == "default" else f".{target._overloadname}")
+                if name not in users:
+                    users.append(name)
+    return users
 
 
 @contextlib.contextmanager
