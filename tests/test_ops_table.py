@@ -101,3 +101,15 @@ def test_a_run_of_some_rows_completes_the_base_table(tmp_path):
     merged = ops_table.carried_over(base, [_row("mul", "float32", "matches"), _row("add", "int64", "matches")])
     verdicts = {(r["entry"], r["dtype"]): r["verdict"] for r in merged}
     assert verdicts == {("add", "float32"): "matches", ("mul", "float32"): "matches", ("add", "int64"): "matches"}
+
+
+def test_a_floating_result_of_an_exact_row_gets_the_tolerance_of_its_dtype():
+    # cos of an int64 tensor is float32: one ulp of rounding is not wrong
+    got = torch.tensor([0.5403023, -0.4161468])
+    want = got.nextafter(torch.tensor(2.0))
+    assert opinfo.mismatch(got, want, 0.0, 0.0) is None
+    why = opinfo.mismatch(got, want + 0.01, 0.0, 0.0)
+    assert why is not None and "rtol 0.0001" in why
+    # integer and bool results stay exact
+    assert opinfo.mismatch(torch.tensor([1, 2]), torch.tensor([1, 3]), 0.0, 0.0) is not None
+    assert opinfo.mismatch(torch.tensor([True]), torch.tensor([False]), 0.0, 0.0) is not None
