@@ -2,7 +2,7 @@
 
 An :class:`~conformance.harness.implementation.Implementation` declares a group by overriding ONE accessor
 method that returns the group's object; the default accessor raises
-:class:`~conformance.harness.implementation.NotSupported`. That is the only rule: the suite never infers a
+:class:`~conformance.harness.not_supported.NotSupported`. That is the only rule: the suite never infers a
 group from which methods an adapter happens to override.
 
     impl.backend()        -> BackendCapability        the torch.compile backend contract
@@ -29,12 +29,7 @@ import abc
 import dataclasses
 from typing import Any, Callable, ContextManager, Mapping, Protocol, Sequence
 
-
-def _not_supported(what: str) -> BaseException:
-    # NotSupported lives in conformance.harness.implementation, which imports this module; import on use.
-    from conformance.harness.implementation import NotSupported
-
-    return NotSupported(what)
+from conformance.harness.not_supported import NotSupported
 
 
 # --- backend -----------------------------------------------------------------------------------------
@@ -103,32 +98,32 @@ class BackendCapability(abc.ABC):
         """The graph-break contract the implementation forces: ``gb_type`` (the diagnostic type of
         the ``Unsupported`` raised under ``fullgraph=True``), ``sort`` and ``topk`` thresholds, and
         ``no_lowering`` (a mapping op name -> reason). ``{}`` (or a missing key): forces none."""
-        raise _not_supported("forced graph breaks")
+        raise NotSupported("forced graph breaks")
 
     def set_graph_break_thresholds(self, **thresholds: int | None) -> None:
         """Set the ``sort`` and ``topk`` thresholds of :meth:`forced_graph_breaks` for graphs traced
         after the call (``None`` restores the default), so the suite can test the boundary on small
         tensors."""
-        raise _not_supported("setting the graph-break thresholds")
+        raise NotSupported("setting the graph-break thresholds")
 
     def environment_variables(self) -> Mapping[str, Any]:
         """Name -> default of every environment variable the implementation reads (``{}``: none)."""
-        raise _not_supported("environment variables")
+        raise NotSupported("environment variables")
 
     def helper_api(self) -> HelperApi:
         """The helper API (:class:`HelperApi`; ``HelperApi()``: none of its members)."""
-        raise _not_supported("the backend helper API")
+        raise NotSupported("the backend helper API")
 
     def debug_artifact_globs(self) -> Mapping[str, str]:
         """Kind (``fx_graph``, ``stablehlo``, ``artifact``) -> glob, relative to the debug
         directory, of the files one compile leaves there (``{}``: writes none)."""
-        raise _not_supported("debug artifacts")
+        raise NotSupported("debug artifacts")
 
     def fail_next_execution(self) -> None:
         """Make the next execution of a compiled graph in this process fail at run time, as a
         device fault would (the graph compiled and loaded; its call fails), so the suite can check
         what a caller sees on an execution failure (``NEFFExecutionError``, or the fallback)."""
-        raise _not_supported("making an execution fail on request")
+        raise NotSupported("making an execution fail on request")
 
     def unsupported_compiler_apis(self) -> Mapping[str, str]:
         """``torch.compiler`` APIs the implementation declares unsupported, with the reason."""
@@ -139,7 +134,7 @@ class BackendCapability(abc.ABC):
         ``Partial``, ``Unsupported``), tables and rows named as in ``reports/<impl>/<lane>/support.md``.
         Each probe asserts its row; without a declaration (``{}`` or ``NotSupported``) the probes
         still run and fill the report, but skip instead of passing."""
-        raise _not_supported("no expected support matrix declared (expected_support)")
+        raise NotSupported("no expected support matrix declared (expected_support)")
 
 
 # --- FX passes -----------------------------------------------------------------------------------------
@@ -156,16 +151,16 @@ class FxPassesCapability(abc.ABC):
         """The identity (the string that enters cache keys) of a pass manager holding the named
         default passes in the given order; ``names`` is a subsequence or reordering of
         :meth:`pass_names`."""
-        raise _not_supported("FX pass manager identity")
+        raise NotSupported("FX pass manager identity")
 
     def passes_applied(self, model: Callable, args: Sequence[Any], options: Mapping[str, Any] | None = None) -> list[str]:
         """Names of the FX passes that ran, in order, while compiling ``model(*args)`` with
         ``options`` (one graph); empty when the pass stage is skipped."""
-        raise _not_supported("observing the FX pass stage")
+        raise NotSupported("observing the FX pass stage")
 
     def graph_after_passes(self, model: Callable, args: Sequence[Any]) -> list[str]:
         """Readable text of each graph ``model(*args)`` produces, after the default FX passes."""
-        raise _not_supported("FX graph after the passes")
+        raise NotSupported("FX graph after the passes")
 
 
 # --- compile cache ---------------------------------------------------------------------------------
@@ -215,37 +210,37 @@ class CacheCapability(abc.ABC):
         the compiler arguments, the input specs as ``(dtype, shape, stride)``, the tool versions
         (default: the installed ones) and the collectives' replica groups. With ``breakdown``,
         ``(key, details)`` where ``details`` is any JSON-able per-component explanation."""
-        raise _not_supported("the cache key (cache().hash)")
+        raise NotSupported("the cache key (cache().hash)")
 
     def plant_entry(self, root: str, key: str, artifact: bytes) -> None:
         """Replace the artifact of entry ``key`` under ``root`` with ``artifact`` and rewrite every
         checksum the entry records to match it, as anyone who can write the cache folder can (the
         suite checks what the implementation then serves)."""
-        raise _not_supported("planting a cache entry (cache().plant_entry)")
+        raise NotSupported("planting a cache entry (cache().plant_entry)")
 
     def keys(self, root: str) -> list[str]:
         """Keys of the entries published under ``root`` (whole entries only; ``[]``: none)."""
-        raise _not_supported("listing cache keys (cache().keys)")
+        raise NotSupported("listing cache keys (cache().keys)")
 
     def entry_files(self, root: str, key: str) -> list[str]:
         """The files that make up one published entry, by position: the compiled artifact, then
         the metadata document, then any others. A test needing role *n* needs *n + 1* files;
         ``[]``: the entry cannot be described (the damage tests skip)."""
-        raise _not_supported("describing a cache entry (cache().entry_files)")
+        raise NotSupported("describing a cache entry (cache().entry_files)")
 
     def scratch(self, root: str) -> list[str]:
         """Paths under ``root`` that belong to no published entry and to no running process:
         leftovers of an interrupted write (they must never be loaded)."""
-        raise _not_supported("listing cache scratch (cache().scratch)")
+        raise NotSupported("listing cache scratch (cache().scratch)")
 
     def compiles_in_progress(self, root: str) -> list[dict[str, Any]]:
         """Compiles now holding a key's compile lock under ``root``: dicts with at least ``pid``
         (the holding process) and ``key``."""
-        raise _not_supported("compile locks (cache().compiles_in_progress)")
+        raise NotSupported("compile locks (cache().compiles_in_progress)")
 
     def lowerings(self) -> int:
         """How many graphs this process has lowered to HLO (an HLO-cache hit is not a lowering)."""
-        raise _not_supported("counting lowerings (cache().lowerings)")
+        raise NotSupported("counting lowerings (cache().lowerings)")
 
 
 # --- per-graph compiler arguments, the runner's policy --------------------------------------------
@@ -302,7 +297,7 @@ class CompilerArgsCapability(abc.ABC):
 
     def with_optimization_level(self, args: Sequence[str] | None, level: int) -> list[str]:
         """The pure level helper; raises (any exception) for a malformed level."""
-        raise _not_supported("the optimization-level helper (compiler_args().with_optimization_level)")
+        raise NotSupported("the optimization-level helper (compiler_args().with_optimization_level)")
 
     def policy_runner(
         self,
@@ -314,7 +309,7 @@ class CompilerArgsCapability(abc.ABC):
     ) -> PolicyRunner:
         """A loaded :class:`PolicyRunner` for the policy fixture ``policy``; ``mode``: ``compile``
         (in-process), ``capture`` (stage for the deferred flow) or ``native``."""
-        raise _not_supported("model runner with a per-graph compiler-argument policy")
+        raise NotSupported("model runner with a per-graph compiler-argument policy")
 
 
 # --- the deferred flow -------------------------------------------------------------------------------
@@ -346,12 +341,12 @@ class CaptureCapability(abc.ABC):
         """``model`` compiled with the capture seam: calling the result runs the model (eagerly) and
         stages its graphs under ``cache_dir`` for :meth:`parallel_compile`, in this process (so a
         sharded model's collectives run on this rank's process group)."""
-        raise _not_supported("capture seam in-process")
+        raise NotSupported("capture seam in-process")
 
     def legacy_capture_dir(self, dest: str) -> str:
         """Write a capture directory as an old release left it (entries with no recorded compiler
         arguments) into ``dest``; returns it."""
-        raise _not_supported("a capture directory from an older release")
+        raise NotSupported("a capture directory from an older release")
 
 
 # --- SPMD ------------------------------------------------------------------------------------------------
@@ -374,21 +369,21 @@ class SpmdCapability(abc.ABC):
     def lower(self, model: Callable, args: Sequence[Any], kwargs: Mapping[str, Any] | None = None) -> list[str]:
         """The text each graph of ``model(*args, **kwargs)`` is keyed by (for a graph with
         collectives, the whole program with its replica groups), in order, without compiling."""
-        raise _not_supported("SPMD: lowering graphs with collectives")
+        raise NotSupported("SPMD: lowering graphs with collectives")
 
     def compile_stats(self) -> dict[str, Any]:
         """In this process so far: ``{"graphs": {graph name: cache key}, "compiler_invocations": n}``."""
-        raise _not_supported("SPMD: compile statistics")
+        raise NotSupported("SPMD: compile statistics")
 
     def check_single_artifact(self, staged: Mapping[str, Mapping[str, Sequence[int]]], *, strict: bool | None = None) -> list:
         """The single-artifact check of ``parallel_compile``: ``staged[graph][hash] = ranks``;
         returns the splinters (warns), or raises under the strict flag (``strict=None``: from
         ``NEURON_LIBTORCH_SPMD_STRICT``)."""
-        raise _not_supported("SPMD: single-artifact check")
+        raise NotSupported("SPMD: single-artifact check")
 
     def violation_errors(self) -> tuple[type, ...]:
         """The exception types the guard rails raise under ``NEURON_LIBTORCH_SPMD_STRICT=1``."""
-        raise _not_supported("SPMD: guard rails")
+        raise NotSupported("SPMD: guard rails")
 
 
 # --- ATOM ---------------------------------------------------------------------------------------------------

@@ -2,7 +2,7 @@
 
 A child loads the adapter by its spec and may hit :class:`NotSupported` like a test does. Run its
 ``main`` through :func:`run`: a :class:`NotSupported` ends the process with
-:data:`~conformance.harness.implementation.NOT_SUPPORTED_EXIT` and the reason on the last line of stderr.
+:data:`~conformance.harness.not_supported.NOT_SUPPORTED_EXIT` and the reason on the last line of stderr.
 The parent passes the finished process to :func:`raise_if_not_supported`, which raises
 :class:`NotSupported` again in the test, where the plugin turns it into a skip.
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 from typing import Callable
 
-from conformance.harness.implementation import NOT_SUPPORTED_EXIT, NotSupported
+from conformance.harness.not_supported import NOT_SUPPORTED_EXIT, NotSupported
 
 _MARK = "conformance: not supported: "
 

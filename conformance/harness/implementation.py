@@ -35,6 +35,8 @@ from conformance.harness.capabilities import (
     members,
 )
 from conformance.harness.evidence import Evidence, observe_dynamo
+# Re-exported: adapters and older suites import both names from this module.
+from conformance.harness.not_supported import NOT_SUPPORTED_EXIT, NotSupported
 from conformance.harness import env
 from conformance.harness.precision import Precision
 
@@ -55,20 +57,6 @@ def machine_facts() -> dict[str, str]:
     except (AttributeError, OSError):
         cores = os.cpu_count() or 1
     return {"host": f"{platform.machine()}:{model}", "cores": str(cores)}
-
-
-class NotSupported(BaseException):
-    """The implementation does not provide this capability; the test is skipped with the reason.
-
-    It derives from :class:`BaseException`, like pytest's own outcomes, so that ``except Exception``
-    in a test or probe and ``pytest.raises(Exception)`` never mistake a missing capability for the
-    error a test expects.
-    """
-
-
-#: Exit status of a child process whose adapter raised :class:`NotSupported` (see
-#: :mod:`conformance.harness.child`); the parent test turns it into a skip.
-NOT_SUPPORTED_EXIT = 77
 
 
 @dataclasses.dataclass(frozen=True)
