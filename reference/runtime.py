@@ -209,11 +209,24 @@ def _version(t: torch.Tensor) -> int | None:
 
 
 def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
-    """Bit-for-bit equal contents (a NaN the program left alone is not a change)."""
-    if (a.is_floating_point() or a.is_complex()) and a.numel():
-        # as bytes, so NaN equals NaN; a 0-d tensor cannot change its element size, a flat one can
-        return torch.equal(a.reshape(-1).view(torch.uint8), b.reshape(-1).view(torch.uint8))
-    return torch.equal(a, b)
+    """Bit-for-bit equal contents (a NaN the program left alone is not a change).
+
+    Compared as bytes, one ``memcmp`` per tensor: ``torch.equal`` goes through an ATen kernel that
+    costs milliseconds a call on a 2-core machine (0.2 s for the 51 inputs of a four-block attention
+    stack's first call, benchmarks/bench_startup.py), for what is a comparison of a few KiB."""
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if not a.numel():
+        return True
+    try:
+        return _raw_bytes(a) == _raw_bytes(b)
+    except (RuntimeError, TypeError):  # a tensor NumPy cannot view (a conjugate view, say): by value
+        return torch.equal(a, b)
+
+
+def _raw_bytes(t: torch.Tensor) -> bytes:
+    # a 0-d tensor cannot change its element size, a flat one can
+    return t.detach().reshape(-1).view(torch.uint8).numpy().tobytes()
 
 
 def _span(t: torch.Tensor) -> tuple[int, int]:

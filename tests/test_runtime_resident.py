@@ -13,7 +13,7 @@ import torch
 
 from reference.compiler.driver import CompilerDriver
 from reference.core.specs import TensorSpec
-from reference.runtime import LoadedArtifact, _importable
+from reference.runtime import LoadedArtifact, _importable, _same
 
 # out = x @ w + b; w and b are the graph's "parameters" (inputs 1 and 2)
 _LINEAR = """
@@ -212,3 +212,24 @@ def test_backend_sees_weights_mutated_in_place_and_replaced_between_calls():
         net.lin.weight = torch.nn.Parameter(torch.randn(5, 6))
         torch.testing.assert_close(compiled(x), net(x))
         assert np.isfinite(compiled(x).numpy()).all()
+
+
+def test_the_first_calls_comparison_is_bit_for_bit():
+    # what the first call uses to find the inputs a program wrote: a NaN left alone is no change,
+    # any changed bit is one (-0.0 and 0.0 differ), whatever the dtype
+    x = torch.tensor([1.0, float("nan"), 0.0])
+    assert _same(x, x.clone())
+    y = x.clone()
+    y[2] = -0.0
+    assert not _same(x, y)
+    assert _same(torch.tensor(3.5), torch.tensor(3.5)) and not _same(torch.tensor(3.5), torch.tensor(3.25))
+    for dtype in (torch.int64, torch.int8, torch.bool, torch.bfloat16, torch.complex64):
+        a = torch.ones(2, 3, dtype=dtype)
+        b = a.clone()
+        assert _same(a, b)
+        b[1, 2] = 0
+        assert not _same(a, b), dtype
+    assert _same(torch.empty(0, 4), torch.empty(0, 4))
+    assert not _same(torch.zeros(2, 2), torch.zeros(4))
+    w = torch.randn(4, requires_grad=True)
+    assert _same(w, w.detach().clone())
