@@ -9,6 +9,7 @@ value and the word ``busy`` instead of met / not met.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import statistics
@@ -118,3 +119,46 @@ def load_line(loads: Sequence[float]) -> str:
 
 def jsonable(x: Any) -> Any:
     return json.loads(json.dumps(x, default=str))
+
+
+@dataclasses.dataclass(frozen=True)
+class ServingTimes:
+    """What :func:`time_first_output_and_steps` measured."""
+
+    #: Seconds from the first call to the first decode output (prefill, then one decode step).
+    first_output_s: float
+    #: Epoch seconds when that output was there (a parent measures its start-up from its spawn).
+    first_output_at: float
+    #: Seconds of each steady-state decode step, in the order they ran.
+    step_s: list[float]
+    #: The last step's output.
+    out: Any
+
+    @property
+    def step_median_us(self) -> float:
+        return statistics.median(self.step_s) * 1e6
+
+    @property
+    def step_p90_us(self) -> float:
+        return sorted(self.step_s)[int(0.9 * len(self.step_s))] * 1e6
+
+
+def time_first_output_and_steps(
+    fn: Callable[..., Any], prefill: Sequence[Any], decode: Sequence[Any], steps: int, warmup: int = 5
+) -> ServingTimes:
+    """A server's two figures for a decoder callable: the time to its first output (a prefill, then
+    one decode step: the two graphs it compiles before it answers) and ``steps`` steady-state decode
+    steps after ``warmup`` untimed ones. The caller holds ``torch.no_grad()`` where it wants it."""
+    start = time.perf_counter()
+    fn(*prefill)
+    out = fn(*decode)
+    first_s = time.perf_counter() - start
+    first_at = time.time()
+    for _ in range(warmup):
+        out = fn(*decode)
+    samples = []
+    for _ in range(steps):
+        t0 = time.perf_counter()
+        out = fn(*decode)
+        samples.append(time.perf_counter() - t0)
+    return ServingTimes(first_s, first_at, samples, out)

@@ -17,9 +17,10 @@ where the parent needs to measure from the moment it spawned the process.
 from __future__ import annotations
 
 import json
-import statistics
 import sys
 import time
+
+from benchmarks._measure import time_first_output_and_steps
 
 
 def _decoder():
@@ -40,28 +41,16 @@ def timed(backend: str, steps: int) -> dict:
     fn = model if backend == "eager" else torch.compile(model, backend=backend, dynamic=False)
 
     with torch.no_grad():
-        start = time.perf_counter()
-        fn(*prefill)
-        out = fn(*decode)
-        first_s = time.perf_counter() - start
-        first_at = time.time()
-
-        for _ in range(5):
-            out = fn(*decode)
-        samples = []
-        for _ in range(steps):
-            t0 = time.perf_counter()
-            out = fn(*decode)
-            samples.append(time.perf_counter() - t0)
+        times = time_first_output_and_steps(fn, prefill, decode, steps)
     return {
         "backend": backend,
         "imported_at": imported,
-        "first_output_at": first_at,
-        "first_output_s": first_s,
-        "decode_step_median_us": statistics.median(samples) * 1e6,
-        "decode_step_p90_us": sorted(samples)[int(0.9 * len(samples))] * 1e6,
+        "first_output_at": times.first_output_at,
+        "first_output_s": times.first_output_s,
+        "decode_step_median_us": times.step_median_us,
+        "decode_step_p90_us": times.step_p90_us,
         "steps": steps,
-        "logits_checksum": float(out.double().sum()),
+        "logits_checksum": float(times.out.double().sum()),
     }
 
 

@@ -34,13 +34,11 @@ from __future__ import annotations
 import ast
 import json
 import os
-import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-from benchmarks._measure import ROOT, child_json, fmt, is_busy, load_line, loads_of, summary
+from benchmarks._measure import ROOT, child_json, fmt, is_busy, load_line, loads_of, summary, time_first_output_and_steps
 
 STEPS = 300
 CHILD = "benchmarks.bench_plans"
@@ -108,24 +106,14 @@ def _child(mode: str, steps: int, blob: str) -> dict:
     prefill, decode = decoder_prefill_inputs(model, DECODER_PREFILL_BUCKETS[0]), decoder_decode_inputs(model)
     fn = torch.compile(model, backend="neuron", dynamic=False)
     with torch.no_grad():
-        start = time.perf_counter()
-        fn(*prefill)
-        out = fn(*decode)
-        first_s = time.perf_counter() - start
-        for _ in range(5):
-            out = fn(*decode)
-        samples = []
-        for _ in range(steps):
-            t0 = time.perf_counter()
-            out = fn(*decode)
-            samples.append(time.perf_counter() - t0)
+        times = time_first_output_and_steps(fn, prefill, decode, steps)
     if mode == "precompile" and not loaded:
         Path(blob).write_bytes(torch.compiler.save_cache_artifacts()[0])
     c = METRICS.counters()
     return {
         "mode": mode,
-        "first_output_s": first_s,
-        "decode_step_median_us": statistics.median(samples) * 1e6,
+        "first_output_s": times.first_output_s,
+        "decode_step_median_us": times.step_median_us,
         "compiled": c.get("compiler_invocations", 0),
         "plan_hits": c.get("plan_cache_hits", 0),
         "aot_cache": {k: v for k, v in counters["aot_autograd"].items() if "autograd_cache" in k},
@@ -133,7 +121,7 @@ def _child(mode: str, steps: int, blob: str) -> dict:
         "loaded_precompile": loaded,
         "aot_fields_read": sorted(fields),
         "graphs_planned": graphs_planned[0],
-        "logits_checksum": float(out.double().sum()),
+        "logits_checksum": float(times.out.double().sum()),
     }
 
 

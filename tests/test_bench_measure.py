@@ -50,3 +50,16 @@ def test_the_before_after_table_reads_the_compilers_time_from_the_entries_and_la
     text = ab.table(result)
     assert "1111111111 -> 2222222222 (plus uncommitted changes)" in text and "BUSY" in text
     assert "| decode step (us) | 3.000 [2.000-4.000] | 3.000 [3.000-3.000] | 1.000 |" in text
+
+
+def test_time_first_output_and_steps_times_prefill_decode_then_the_steps():
+    calls = []
+
+    def fn(*args):
+        calls.append(args)
+        return len(calls)
+
+    times = _measure.time_first_output_and_steps(fn, ("prefill",), ("decode",), steps=4, warmup=2)
+    assert calls == [("prefill",), ("decode",)] + [("decode",)] * 6
+    assert len(times.step_s) == 4 and times.out == 8
+    assert times.first_output_s >= 0 and times.step_median_us >= 0 and times.step_p90_us >= times.step_median_us

@@ -16,6 +16,7 @@ import torch
 from torch import fx
 
 import neuron_fixtures
+from neuron_fixtures.aliasing import outputs_alias_each_other, returns_mutated_input, returns_view_taken_before_mutation
 from conformance.harness.tolerances import assert_close
 from reference.backends.neuron import NEURON_SEAM, compile_fx_graph
 from reference.fx_passes import (
@@ -239,28 +240,10 @@ def test_device_rewriter_rejects_a_bad_target_device():
 # --- AliasingOutputRewritePass ----------------------------------------------------------------
 
 
-def _returns_mutated_input(x):
-    y = x.add_(1)
-    return y
-
-
-def _returns_view_taken_before_mutation(x):
-    v = x.view(2, 3)
-    x.mul_(2)
-    return v, x.sum()
-
-
-def _outputs_alias_each_other(x):
-    h = x * 2
-    v = h.view(-1)
-    h.relu_()
-    return h, v
-
-
 ALIASING_CASES = {
-    "mutated_input": _returns_mutated_input,
-    "view_before_mutation": _returns_view_taken_before_mutation,
-    "outputs_alias": _outputs_alias_each_other,
+    "mutated_input": returns_mutated_input,
+    "view_before_mutation": returns_view_taken_before_mutation,
+    "outputs_alias": outputs_alias_each_other,
 }
 
 
@@ -420,20 +403,20 @@ def test_swapping_aliasing_and_inplace_loses_the_aliasing():
     """The seed's reason: the aliasing analysis needs the in-place ops still in the graph."""
     dev, alias, inplace = DeviceRewriterPass(), AliasingOutputRewritePass(), InPlaceToOutOfPlacePass()
 
-    gm, _ = dynamo_graph(_returns_mutated_input, torch.randn(4))
+    gm, _ = dynamo_graph(returns_mutated_input, torch.randn(4))
     swapped = manager_of(dev, inplace, alias).run_passes(gm, graph_name="g")
     assert swapped.meta["fx_aliased_outputs"] == []  # nothing left to find
 
     x = torch.randn(4)
     eager_x = x.clone()
-    assert _returns_mutated_input(eager_x) is eager_x
+    assert returns_mutated_input(eager_x) is eager_x
 
-    out = compile_with(manager_of(dev, alias, inplace), _returns_mutated_input)(x)
+    out = compile_with(manager_of(dev, alias, inplace), returns_mutated_input)(x)
     assert out.data_ptr() == x.data_ptr(), "in the default order the caller gets its own tensor back, as in eager"
     assert_close(x, eager_x, what="input after the call")
 
     x2 = torch.randn(4)
-    out2 = compile_with(manager_of(dev, inplace, alias), _returns_mutated_input)(x2)
+    out2 = compile_with(manager_of(dev, inplace, alias), returns_mutated_input)(x2)
     assert out2.data_ptr() != x2.data_ptr(), "swapped, the output is a fresh buffer: eager's aliasing is lost"
     out2.zero_()
     assert not torch.equal(x2, out2)  # eager's caller would see x2 zeroed too
@@ -513,8 +496,6 @@ def test_spmd_placeholders_are_last_in_the_default_order():
 def test_kernel_pass_is_after_inplace_pass():
     names = get_default_pass_manager().pass_names()
     assert names.index(NkiKernelWriteBackendConfigPass().name) == names.index(InPlaceToOutOfPlacePass().name) + 1
-
-
 
 
 # --- NkiKernelWriteBackendConfigPass ----------------------------------------------------------

@@ -17,6 +17,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import neuron_fixtures
+from neuron_fixtures.aliasing import outputs_alias_each_other, returns_mutated_input, returns_view_taken_before_mutation
 from conformance.harness.implementation import fx_graphs_after_passes, fx_pass_names
 from conformance.harness.properties import settings
 from conformance.harness.snapshots import JsonSnapshotExtension, TextSnapshotExtension
@@ -114,24 +115,6 @@ def test_a_bad_target_device_is_named(impl):
 # --- what the caller sees with the passes on --------------------------------------------------
 
 
-def _returns_mutated_input(x):
-    y = x.add_(1)
-    return y
-
-
-def _returns_view_taken_before_mutation(x):
-    v = x.view(2, 3)
-    x.mul_(2)
-    return v, x.sum()
-
-
-def _outputs_alias_each_other(x):
-    h = x * 2
-    v = h.view(-1)
-    h.relu_()
-    return h, v
-
-
 def _same_storage(a: torch.Tensor, b: torch.Tensor) -> bool:
     return a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
 
@@ -140,7 +123,7 @@ def _same_storage(a: torch.Tensor, b: torch.Tensor) -> bool:
 def test_an_output_that_is_a_mutated_input_is_the_callers_tensor(impl):
     x = torch.randn(6)
     expected = x.clone() + 1
-    out = impl.compile(_returns_mutated_input, fullgraph=True)(x)
+    out = impl.compile(returns_mutated_input, fullgraph=True)(x)
     assert_close(x, expected, what="input after the call")
     assert _same_storage(out, x), "eager returns the input itself; the compiled call must too"
     out.zero_()
@@ -151,8 +134,8 @@ def test_an_output_that_is_a_mutated_input_is_the_callers_tensor(impl):
 def test_a_view_of_a_mutated_input_sees_the_write(impl):
     x = torch.randn(6)
     xe = x.clone()
-    expected = _returns_view_taken_before_mutation(xe)
-    out = impl.compile(_returns_view_taken_before_mutation, fullgraph=True)(x)
+    expected = returns_view_taken_before_mutation(xe)
+    out = impl.compile(returns_view_taken_before_mutation, fullgraph=True)(x)
     assert_close(list(out), list(expected), what="outputs")
     assert_close(x, xe, what="input after the call")
     assert _same_storage(out[0], x) and out[0].shape == (2, 3)
@@ -161,8 +144,8 @@ def test_a_view_of_a_mutated_input_sees_the_write(impl):
 @pytest.mark.spec("003.passes.aliasing-output")
 def test_outputs_that_alias_each_other_share_storage(impl):
     x = torch.randn(6)
-    expected = _outputs_alias_each_other(x.clone())
-    out = impl.compile(_outputs_alias_each_other, fullgraph=True)(x)
+    expected = outputs_alias_each_other(x.clone())
+    out = impl.compile(outputs_alias_each_other, fullgraph=True)(x)
     assert_close(list(out), list(expected), what="outputs")
     assert _same_storage(*expected)
     assert _same_storage(*out), "eager's second output is a view of the first; the compiled call's must be too"
@@ -191,9 +174,9 @@ def test_a_kernel_writing_into_a_callers_buffer(impl):
 # --- the graph after the passes ---------------------------------------------------------------
 
 CASES = {
-    "returns_mutated_input": (_returns_mutated_input, lambda: (torch.randn(6),)),
-    "view_before_mutation": (_returns_view_taken_before_mutation, lambda: (torch.randn(6),)),
-    "outputs_alias_each_other": (_outputs_alias_each_other, lambda: (torch.randn(6),)),
+    "returns_mutated_input": (returns_mutated_input, lambda: (torch.randn(6),)),
+    "view_before_mutation": (returns_view_taken_before_mutation, lambda: (torch.randn(6),)),
+    "outputs_alias_each_other": (outputs_alias_each_other, lambda: (torch.randn(6),)),
     "kernel_write_back": (_calls_kernel, lambda: (torch.randn(2, 4), torch.zeros(2, 4))),
     "decoder_decode": (None, None),
 }
