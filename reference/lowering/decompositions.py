@@ -6,7 +6,9 @@ Each entry returns ``NotImplemented`` for the cases it leaves to the default pat
 
 from __future__ import annotations
 
+import functools
 import math
+import threading
 
 import torch
 
@@ -74,6 +76,140 @@ def scalar_argmax(x: torch.Tensor, dim=None, keepdim: bool = False):
     if x.dim() != 0:
         return NotImplemented
     return torch.zeros((), dtype=torch.int64, device=x.device)
+
+
+class _Inner(threading.local):
+    """Which of the decompositions below is running: each calls its own op once more, which the
+    decomposition table would hand back to it; inside, it declines, so the op is kept as it is."""
+
+    def __init__(self) -> None:
+        self.ops: set[str] = set()
+
+
+_INNER = _Inner()
+
+
+def _declining(name: str):
+    """A decorator: the decomposition returns ``NotImplemented`` for calls made from inside itself."""
+
+    def wrap(fn):
+        @functools.wraps(fn)
+        def decomposition(*args, **kwargs):
+            if name in _INNER.ops:
+                return NotImplemented
+            _INNER.ops.add(name)
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                _INNER.ops.discard(name)
+
+        return decomposition
+
+    return wrap
+
+
+@_declining("pow")
+def real_pow(x, exponent):
+    """``pow`` with a floating result (tensor or Python-number base, tensor exponent) as C's ``pow``
+    computes it. IREE's CPU ``pow`` works through ``exp(y * log(x))``: a negative base gave NaN
+    for every exponent (``(-3.0) ** 2.0`` is 9; ``float_power`` of int64 and bool, which computes in
+    float64 narrowed to float32, read NaN), ``0 ** 0`` gave NaN (it is 1), and a negative
+    Python-number base (``pow(-2.0, t)``) gave 0. Here the magnitude comes from ``|x|``, the sign
+    from an odd integral exponent, NaN for a negative base and a non-integral exponent (an
+    infinite base excepted), and 1 where the exponent is 0 or the base is 1. Integer results keep
+    the op."""
+    if not isinstance(exponent, torch.Tensor):
+        return NotImplemented  # pow(tensor, number): real_pow_by_number
+    if not isinstance(x, torch.Tensor):
+        return _pow_of_number(x, exponent)
+    base = x
+    dtype = torch.result_type(base, exponent)
+    if not dtype.is_floating_point:
+        return NotImplemented
+    if dtype in (torch.float16, torch.bfloat16):
+        return real_pow.__wrapped__(base.float(), exponent.float()).to(dtype)
+    base, exponent = base.to(dtype), exponent.to(dtype)
+    magnitude = aten.pow.Tensor_Tensor(base.abs(), exponent)
+    integral = exponent == torch.floor(exponent)
+    half = exponent * 0.5
+    odd = integral & (half != torch.floor(half))
+    signed = (base < 0) | ((1 / base) < 0)  # a negative zero too: (-0.0) ** -3 is -inf
+    out = torch.where(odd & signed, -magnitude, magnitude)
+    undefined = (base < 0) & ~integral & ~torch.isinf(base)
+    out = torch.where(undefined, torch.full_like(out, math.nan), out)
+    one = (exponent == 0) | (base == 1) | ((base == -1) & torch.isinf(exponent))
+    return torch.where(one, torch.ones_like(out), out)
+
+
+def _pow_of_number(base, exponent: torch.Tensor):
+    """``pow(number, tensor)``: the base's sign is known while tracing, so it is decided here (a
+    constant tensor compared in the compiled graph is what went wrong for remainder). A positive
+    base keeps the op (IREE is right there, and ``theta ** (arange / d)`` of rotary embeddings keeps
+    its StableHLO)."""
+    dtype = torch.result_type(base, exponent)
+    if not dtype.is_floating_point or isinstance(base, bool) or base > 0 or base != base:
+        return NotImplemented
+    if dtype in (torch.float16, torch.bfloat16):
+        return _pow_of_number(base, exponent.float()).to(dtype)
+    exponent = exponent.to(dtype)
+    if base == 0:
+        zero = torch.where(exponent > 0, torch.zeros_like(exponent), torch.full_like(exponent, math.inf))
+        return torch.where(exponent == 0, torch.ones_like(exponent), zero)
+    magnitude = aten.pow.Scalar(-base, exponent)
+    integral = exponent == torch.floor(exponent)
+    half = exponent * 0.5
+    odd = integral & (half != torch.floor(half))
+    out = torch.where(odd, -magnitude, magnitude)
+    out = torch.where(integral, out, torch.full_like(out, math.nan))
+    one = (exponent == 0) | (torch.isinf(exponent) if base == -1 else torch.zeros_like(integral))
+    return torch.where(one, torch.ones_like(out), out)
+
+
+@_declining("pow_number")
+def real_pow_by_number(x: torch.Tensor, exponent):
+    """``pow`` of a floating tensor by an integral Python number: the same fault as above for a
+    negative base (``x ** 4.0`` of -3 was NaN). IREE gets exponents 2 and 1 right and they are the
+    common case (``x.pow(2)`` of a norm), so those keep the op and its StableHLO; every other
+    integral exponent is ``|x| ** n`` with the sign of an odd ``n``. A non-integral exponent keeps
+    the op (NaN for a negative base is right)."""
+    if not isinstance(x, torch.Tensor) or isinstance(exponent, bool) or not isinstance(exponent, (int, float)):
+        return NotImplemented
+    if not x.is_floating_point() or not float(exponent).is_integer() or exponent in (1, 2) or math.isinf(exponent):
+        return NotImplemented
+    if x.dtype in (torch.float16, torch.bfloat16):
+        return real_pow_by_number.__wrapped__(x.float(), exponent).to(x.dtype)
+    if exponent == 0:
+        return torch.ones_like(x)
+    magnitude = aten.pow.Tensor_Scalar(x.abs(), exponent)
+    if int(exponent) % 2 == 0:
+        return magnitude
+    signed = (x < 0) | ((1 / x) < 0)
+    return torch.where(signed, -magnitude, magnitude)
+
+
+@_declining("atan2")
+def atan2_of_zeros(y: torch.Tensor, x: torch.Tensor):
+    """``atan2`` where both sides are zero: IREE's CPU ``atan2`` gives NaN there; C (and eager) give
+    0 or pi with the sign of ``y`` (pi when ``x`` is -0.0). A negative zero is told by its
+    reciprocal (``1 / -0.0`` is -inf). Elsewhere the op as it is."""
+    out = aten.atan2.default(y, x)
+    y, x = y.to(out.dtype), x.to(out.dtype)
+    zeros = (y == 0) & (x == 0)
+    negative_x = (1 / x) < 0
+    negative_y = (1 / y) < 0
+    pi = torch.full_like(out, math.pi)
+    zero_case = torch.where(negative_x, torch.where(negative_y, -pi, pi), y)
+    return torch.where(zeros, zero_case, out)
+
+
+def bool_add(x: torch.Tensor, other, *, alpha=1):
+    """``add`` of two bool tensors is their logical or (eager's ``True + True`` is ``True``); lowered
+    as an addition of 1-bit integers it wrapped to ``False``. Any other dtype keeps the op."""
+    if not isinstance(x, torch.Tensor) or torch.result_type(x, other) != torch.bool:
+        return NotImplemented
+    if not alpha:
+        return x.clone() if not isinstance(other, torch.Tensor) else torch.logical_or(x, torch.zeros_like(other))
+    return torch.logical_or(x, other)
 
 
 def scalar_scan(x: torch.Tensor, dim: int, *, dtype=None):
@@ -210,6 +346,18 @@ def convolution_backward(
     return grad_input, grad_weight, grad_bias
 
 
+def _with_dimensions(decomposition):
+    """``decomposition`` for tensors with dimensions; a 0-d tensor keeps the op."""
+
+    @functools.wraps(decomposition)
+    def declining_0d(x, *args, **kwargs):
+        if x.dim() == 0:
+            return NotImplemented
+        return decomposition(x, *args, **kwargs)
+
+    return declining_0d
+
+
 def extra_decompositions() -> dict:
     table = {
         aten.fmod.Scalar: fmod_scalar,
@@ -221,6 +369,11 @@ def extra_decompositions() -> dict:
         aten.amax.default: scalar_reduction,
         aten.amin.default: scalar_reduction,
         aten.bmm.default: empty_contraction,
+        aten.add.Tensor: bool_add,
+        aten.pow.Tensor_Tensor: real_pow,
+        aten.pow.Scalar: real_pow,
+        aten.pow.Tensor_Scalar: real_pow_by_number,
+        aten.atan2.default: atan2_of_zeros,
         aten.argmax.default: scalar_argmax,
         aten.argmin.default: scalar_argmax,
         aten.cumsum.default: scalar_scan,
@@ -237,5 +390,9 @@ def extra_decompositions() -> dict:
         aten.max_pool2d_with_indices_backward, aten.view_copy, aten.permute_copy, aten.unbind_copy,
         aten.diagonal, aten.diagonal_copy, aten.unfold, aten.as_strided_copy,
     ]))
+    # ... but not unfold of a 0-d tensor: its strided form killed the process in torch-mlir's
+    # lowering (the op lane's unfold float32 row, input float32[]); kept as the op, it is a
+    # LoweringError as before
+    table[aten.unfold.default] = _with_dimensions(table[aten.unfold.default])
     table.update(sorting.decompositions())
     return table

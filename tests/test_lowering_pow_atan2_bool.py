@@ -1,0 +1,54 @@
+"""``pow``, ``atan2`` and bool ``add`` as eager computes them once lowered, compiled by IREE and run
+(found by the op lane's int64 and bool rows: ``float_power`` int64/bool and ``atan2`` bool read NaN,
+``add`` bool read False for True + True). Each call form is compiled as a graph of its own through
+the real lowering, compiler and runtime (the op-table prober's path) and compared with eager."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from reference.lowering import optable
+
+INF, NAN = float("inf"), float("nan")
+BASES = torch.tensor([2.0, -3.0, 4.0, 0.0, 5.0, -2.0, 0.0, -8.0, -1.0, -1.0, 1.0, -INF, -INF, INF, -0.5, 0.0, -0.0])
+EXPONENTS = torch.tensor([3.0, 2.0, -1.0, 0.0, 7.0, 0.5, -1.0, 1 / 3, INF, 2.5, NAN, 3.0, 0.5, -2.0, INF, 0.5, -3.0])
+B = torch.tensor([True, False, True, False])
+C = torch.tensor([True, True, False, False])
+
+
+@pytest.fixture(scope="module")
+def prober():
+    return optable.Prober()
+
+
+CASES = {
+    # a negative base, 0 ** 0, infinities, a negative zero (IREE's pow is exp(y * log(x)))
+    "pow-tensor-float32": (torch.pow, (BASES, EXPONENTS)),
+    "pow-tensor-float16": (torch.pow, (BASES.half(), EXPONENTS.half())),
+    "pow-by-4.0": (lambda t: torch.pow(t, 4.0), (BASES,)),
+    "pow-by-minus-3": (lambda t: torch.pow(t, -3), (BASES,)),
+    "pow-by-7": (lambda t: torch.pow(t, 7), (BASES,)),
+    "pow-by-2": (lambda t: torch.pow(t, 2), (BASES,)),
+    "pow-of-minus-2": (lambda t: torch.pow(-2.0, t), (BASES,)),
+    "pow-of-0": (lambda t: torch.pow(0.0, t), (BASES,)),
+    "pow-of-10000": (lambda t: torch.pow(10000.0, t), (torch.linspace(0, 1, 8),)),
+    "pow-int64": (torch.pow, (torch.tensor([2, -3, 4, 0, 5]), torch.tensor([3, 2, 1, 0, 7]))),
+    "float_power-int64": (torch.float_power, (torch.tensor([2, -3, 4, 0, 5]), torch.tensor([3, 2, -1, 0, 7]))),
+    "float_power-bool": (torch.float_power, (B, C)),
+    # atan2 of two zeros (IREE gives NaN), with negative zeros
+    "atan2-float32": (torch.atan2, (torch.tensor([0.0, 0.0, -0.0, 1.0, -0.0, 3.0]), torch.tensor([0.0, -0.0, 0.0, 0.0, -0.0, -2.0]))),
+    "atan2-bool": (torch.atan2, (B, C)),
+    "atan2-int64": (torch.atan2, (torch.tensor([0, 1, -2, 0]), torch.tensor([0, 0, 3, -1]))),
+    # True + True is True (a 1-bit integer addition wrapped to False)
+    "add-bool": (torch.add, (B, C)),
+    "add-bool-0d": (torch.add, (torch.tensor(True), torch.tensor(True))),
+    "add-bool-int64": (torch.add, (B, torch.tensor([3, 4, 5, 6]))),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_the_call_compiles_runs_and_matches_eager(prober, case):
+    fn, args = CASES[case]
+    sample = optable.Sample(case, fn, args, fn(*args))
+    assert prober.compile_and_run([sample]) == [None]
