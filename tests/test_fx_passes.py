@@ -28,6 +28,7 @@ from reference.fx_passes import (
     FXPassManager,
     InPlaceToOutOfPlacePass,
     NkiKernelWriteBackendConfigPass,
+    PassContext,
     RankConstantCheckPass,
     get_default_pass_manager,
 )
@@ -94,7 +95,64 @@ def test_each_default_pass_is_an_fxpass_with_a_version():
     for p in get_default_pass_manager().passes:
         assert isinstance(p, FXPass)
         assert isinstance(p.version, int) and p.version >= 1
-    assert get_default_pass_manager().identity() == [f"{n}@1" for n in DEFAULT_ORDER]
+    identity = get_default_pass_manager().identity()
+    assert [i.split("#")[0] for i in identity] == [f"{n}@1" for n in DEFAULT_ORDER]
+    assert all(len(i.split("#")[1]) == 12 for i in identity), "each pass's identity ends in its source's digest"
+
+
+def test_a_pass_is_named_after_its_class_and_gets_a_typed_context():
+    seen = []
+
+    class Recorder(FXPass):
+        def transform(self, gm, ctx):
+            seen.append(ctx)
+            return gm
+
+    class SeedStyle(FXPass):  # the seeds' interface: run(gm, **kwargs)
+        def run(self, gm, **kwargs):
+            seen.append(kwargs)
+            return gm
+
+    manager_of(Recorder(), SeedStyle()).run_passes(fx.symbolic_trace(lambda x: x + 1), graph_name="g", mine=3)
+    assert Recorder().name == "Recorder" and SeedStyle().name == "SeedStyle"
+    assert seen[0] == PassContext(graph_name="g", target_device="cpu", spmd_strict=None, extra={"mine": 3})
+    assert seen[1] == {"graph_name": "g", "target_device": "cpu", "spmd_strict": None, "mine": 3}
+
+
+_A_PASS = """
+from reference.fx_passes import FXPass
+
+
+class EditedPass(FXPass):
+    def transform(self, gm, ctx):
+        return gm  # 1
+"""
+
+
+def _cache_key_with_pass(tmp_path, monkeypatch, source: str, module: str) -> str:
+    import importlib.util
+    import sys
+
+    path = tmp_path / f"{module}.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location(module, path)
+    mod = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, module, mod)  # imported as any module is
+    spec.loader.exec_module(mod)
+    identity = manager_of(DeviceRewriterPass(), mod.EditedPass()).uuid()
+    from reference.cache.hlo_cache import create_hlo_cache_key
+
+    gm = fx.symbolic_trace(lambda x: x + 1)
+    return create_hlo_cache_key(gm, [], identity)
+
+
+def test_a_one_character_change_to_a_pass_changes_the_cache_key(tmp_path, monkeypatch):
+    """No hand bump of ``version``: the pass's source is in its identity, and so in the HLO cache key."""
+    first = _cache_key_with_pass(tmp_path, monkeypatch, _A_PASS, "edited_pass_a")
+    again = _cache_key_with_pass(tmp_path, monkeypatch, _A_PASS, "edited_pass_b")
+    edited = _cache_key_with_pass(tmp_path, monkeypatch, _A_PASS.replace("# 1", "# 2"), "edited_pass_c")
+    assert first == again, "the same source, the same key"
+    assert edited != first, "one character of the pass changed: the key must change"
 
 
 @pytest.mark.parametrize("bad", [object(), "DeviceRewriterPass", DeviceRewriterPass, lambda gm, **kw: gm])

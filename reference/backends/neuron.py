@@ -43,7 +43,7 @@ from reference.core.metrics import METRICS
 from reference.core.torch_compat import (
     aot_autograd_backend, aot_module_simplified, current_tracing_context, dynamo_config, functorch_config, make_boxed_func,
 )
-from reference.fx_passes import get_default_pass_manager
+from reference.fx_passes import PassContext, get_default_pass_manager
 from reference.lowering import nki_sdpa
 from reference.pipeline import DEFAULT_KEY, CompiledGraph, lower
 from reference.spmd.errors import SPMDViolationError
@@ -134,10 +134,10 @@ def compile_fx_graph(
         start = time.perf_counter()
         manager = get_default_pass_manager()
         try:
-            gm = manager.run_passes(
-                gm, target_device=request.target_device, graph_name=f"{model_name}_dynamo",
+            gm = manager.run_passes(gm, ctx=PassContext(
+                graph_name=f"{model_name}_dynamo", target_device=request.target_device,
                 spmd_strict=request.settings.spmd_strict,
-            )
+            ))
         except SPMDViolationError:  # a guard rail under the strict flag: never a fallback (docs/spmd.md)
             raise
         except NeuronBackendError as exc:  # a pass that fails is a compile failure like any other

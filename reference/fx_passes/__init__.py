@@ -6,7 +6,7 @@ order is what it is.
 
 from reference.fx_passes.aliasing_pass import AliasingOutputRewritePass
 from reference.fx_passes.backend_config_pass import NkiKernelWriteBackendConfigPass
-from reference.fx_passes.base import FXPass, FXPassError
+from reference.fx_passes.base import FXPass, FXPassError, PassContext
 from reference.fx_passes.device_rewriter import DeviceRewriterPass
 from reference.fx_passes.inplace_rewrite_pass import InPlaceToOutOfPlacePass
 from reference.fx_passes.pass_manager import FXPassManager
@@ -34,6 +34,7 @@ __all__ = [
     "FXPassManager",
     "InPlaceToOutOfPlacePass",
     "NkiKernelWriteBackendConfigPass",
+    "PassContext",
     "RankConstantCheckPass",
     "get_default_pass_manager",
 ]

@@ -25,7 +25,7 @@ from __future__ import annotations
 from torch.fx import GraphModule, Node
 
 from reference.fx_passes import _graph
-from reference.fx_passes.base import FXPass, FXPassError
+from reference.fx_passes.base import FXPass, FXPassError, PassContext
 
 ALIAS_TAG = "fx_output_alias"
 RECORD_KEY = "fx_aliased_outputs"
@@ -36,12 +36,8 @@ class AliasingOutputRewritePass(FXPass):
 
     version = 1
 
-    @property
-    def name(self) -> str:
-        return "AliasingOutputRewritePass"
-
-    def run(self, gm: GraphModule, **kwargs) -> GraphModule:
-        graph_name = kwargs.get("graph_name", "<graph>")
+    def transform(self, gm: GraphModule, ctx: PassContext) -> GraphModule:
+        graph_name = ctx.graph_name
         leaves = _graph.flat_outputs(gm)
         tensor_leaves = [(path, v) for path, v in leaves if isinstance(v, Node)]
         # Which output positions hold which base value (an output that *is* a base, unchanged).

@@ -32,7 +32,7 @@ from torch.fx import GraphModule, Node
 
 from reference.core.torch_compat import OPDEFS, OpOverload
 from reference.fx_passes import _graph
-from reference.fx_passes.base import FXPass, FXPassError
+from reference.fx_passes.base import FXPass, FXPassError, PassContext
 
 log = logging.getLogger("reference.fx_passes")
 
@@ -68,12 +68,8 @@ class NkiKernelWriteBackendConfigPass(FXPass):
 
     version = 1
 
-    @property
-    def name(self) -> str:
-        return "NkiKernelWriteBackendConfigPass"
-
-    def run(self, gm: GraphModule, **kwargs) -> GraphModule:
-        graph_name = kwargs.get("graph_name", "<graph>")
+    def transform(self, gm: GraphModule, ctx: PassContext) -> GraphModule:
+        graph_name = ctx.graph_name
         configs: list[dict] = []
         changed = False
         for node in list(gm.graph.nodes):

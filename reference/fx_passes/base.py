@@ -1,33 +1,91 @@
-"""The FX pass interface."""
+"""The FX pass interface: :class:`FXPass`, the typed :class:`PassContext` every pass is given, and
+the error a pass raises."""
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
+import dataclasses
+import functools
+import hashlib
+import sys
+from abc import ABC
+from typing import Any, Mapping
 
 import torch
 
 from reference.core.errors import NeuronBackendError
 
 
+@dataclasses.dataclass(frozen=True)
+class PassContext:
+    """What a pass knows about the graph it runs on, made once per run of the pass stage.
+
+    ``graph_name``: the graph's name, for messages; ``target_device``: the device the graph is
+    meant to run on (:class:`~reference.fx_passes.DeviceRewriterPass` moves it there);
+    ``spmd_strict``: the compile request's strict-SPMD flag (``None``: the guard's own default);
+    ``extra``: keywords the seeds' ``run_passes(gm, **kwargs)`` was given that no field names,
+    for passes of one's own.
+    """
+
+    graph_name: str = "<graph>"
+    target_device: Any = "cpu"
+    spmd_strict: bool | None = None
+    extra: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+    @classmethod
+    def of(cls, **kwargs: Any) -> "PassContext":
+        """The context for ``run_passes(gm, **kwargs)`` / ``FXPass.run(gm, **kwargs)``."""
+        known = {f.name for f in dataclasses.fields(cls)} - {"extra"}
+        return cls(**{k: v for k, v in kwargs.items() if k in known},
+                   extra={k: v for k, v in kwargs.items() if k not in known})
+
+    def as_kwargs(self) -> dict[str, Any]:
+        """The keywords a pass written to the seeds' ``run(gm, **kwargs)`` interface is given."""
+        return {"graph_name": self.graph_name, "target_device": self.target_device,
+                "spmd_strict": self.spmd_strict, **self.extra}
+
+
+@functools.cache
+def _source_digest(cls: type) -> str:
+    # The bytes of the file that defines the pass (its module: the class and the helpers beside it);
+    # a class with no file (made by exec) is known by its qualified name only.
+    path = getattr(sys.modules.get(cls.__module__), "__file__", None)
+    try:
+        data = open(path, "rb").read() if path and path.endswith(".py") else b""
+    except OSError:
+        data = b""
+    return hashlib.sha256(data or f"{cls.__module__}.{cls.__qualname__}".encode()).hexdigest()[:12]
+
+
 class FXPass(ABC):
     """A graph-to-graph transformation run between Dynamo's FX graph and lowering.
 
-    ``run(gm, **kwargs)`` returns the transformed graph module (it may edit ``gm`` in place and
-    return it). The pass manager passes ``graph_name`` and ``target_device``; a pass ignores the
-    keyword arguments it does not use.
+    A pass implements :meth:`transform` (``gm``, :class:`PassContext`) and returns the transformed
+    graph module (it may edit ``gm`` in place and return it). :meth:`run` is the seeds' interface,
+    ``run(gm, **kwargs)``: it makes the context and calls :meth:`transform`; a pass written to the
+    seeds' interface overrides ``run`` instead and gets the context's fields as keywords.
 
-    ``version`` enters the pass manager's identity (and through it the key of anything cached
-    from the passes' output): bump it whenever the pass's output changes for the same input.
+    :attr:`name` is the class name unless a pass says otherwise. :attr:`identity` (name, ``version``
+    and a digest of the source file that defines the pass) enters the pass manager's identity, and
+    through it the key of anything cached from the passes' output: a changed pass changes the key
+    without a hand bump of ``version``.
     """
 
     version: int = 1
 
     @property
-    @abstractmethod
-    def name(self) -> str: ...
+    def name(self) -> str:
+        return type(self).__name__
 
-    @abstractmethod
-    def run(self, gm: torch.fx.GraphModule, **kwargs) -> torch.fx.GraphModule: ...
+    @property
+    def identity(self) -> str:
+        """``name@version#digest-of-the-source``."""
+        return f"{self.name}@{self.version}#{_source_digest(type(self))}"
+
+    def run(self, gm: torch.fx.GraphModule, **kwargs) -> torch.fx.GraphModule:
+        return self.transform(gm, PassContext.of(**kwargs))
+
+    def transform(self, gm: torch.fx.GraphModule, ctx: PassContext) -> torch.fx.GraphModule:
+        raise NotImplementedError(f"{type(self).__name__} implements neither transform(gm, ctx) nor run(gm, **kwargs)")
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name}@{self.version}>"

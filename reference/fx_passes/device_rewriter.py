@@ -21,7 +21,7 @@ from torch.fx import GraphModule, Node
 
 from reference.core.torch_compat import OpOverload
 from reference.fx_passes._graph import finish
-from reference.fx_passes.base import FXPass, FXPassError
+from reference.fx_passes.base import FXPass, FXPassError, PassContext
 
 # Tensor methods that move to a fixed device type.
 _MOVE_METHODS = {"cuda": "cuda", "cpu": "cpu", "xpu": "xpu", "mps": "mps"}
@@ -44,13 +44,9 @@ class DeviceRewriterPass(FXPass):
 
     version = 1
 
-    @property
-    def name(self) -> str:
-        return "DeviceRewriterPass"
-
-    def run(self, gm: GraphModule, **kwargs) -> GraphModule:
-        graph_name = kwargs.get("graph_name", "<graph>")
-        target_arg = kwargs.get("target_device", "cpu")
+    def transform(self, gm: GraphModule, ctx: PassContext) -> GraphModule:
+        graph_name = ctx.graph_name
+        target_arg = ctx.target_device
         try:
             target = torch.device(target_arg)
         except (RuntimeError, ValueError) as exc:

@@ -35,7 +35,7 @@ from torch.fx import GraphModule, Node
 from reference.core.torch_compat import OpOverload
 from reference.fx_passes import _graph
 from reference.fx_passes.aliasing_pass import ALIAS_TAG
-from reference.fx_passes.base import FXPass, FXPassError
+from reference.fx_passes.base import FXPass, FXPassError, PassContext
 
 COPY_BACK_TAG = "fx_copy_back"
 
@@ -55,12 +55,8 @@ class InPlaceToOutOfPlacePass(FXPass):
 
     version = 1
 
-    @property
-    def name(self) -> str:
-        return "InPlaceToOutOfPlacePass"
-
-    def run(self, gm: GraphModule, **kwargs) -> GraphModule:
-        graph_name = kwargs.get("graph_name", "<graph>")
+    def transform(self, gm: GraphModule, ctx: PassContext) -> GraphModule:
+        graph_name = ctx.graph_name
         graph = gm.graph
         output = _graph.output_node(gm)
         # The copy backs go before the first replayed output alias (they must read the final value).

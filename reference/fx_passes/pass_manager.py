@@ -8,7 +8,7 @@ import time
 
 import torch
 
-from reference.fx_passes.base import FXPass, FXPassError
+from reference.fx_passes.base import FXPass, FXPassError, PassContext
 from reference.spmd.errors import SPMDViolationError
 
 
@@ -25,9 +25,9 @@ class FXPassManager:
       buffer is meant to stay a write in place, not be turned into a functional op.
     - ``CollectiveReplicaGroupsPass`` and ``RankConstantCheckPass`` last, on the final graph.
 
-    :meth:`identity` (the ordered ``name@version`` list) and :meth:`uuid` (its digest) enter the
-    key of anything cached from the passes' output, so adding, removing, reordering or changing
-    (bumping ``version`` of) a pass invalidates it.
+    :meth:`identity` (the ordered list of each pass's ``name@version#source-digest``) and
+    :meth:`uuid` (its digest) enter the key of anything cached from the passes' output, so adding,
+    removing, reordering or changing a pass (its code, or its ``version``) invalidates it.
     """
 
     def __init__(self) -> None:
@@ -49,15 +49,16 @@ class FXPassManager:
         return [p.name for p in self.passes]
 
     def identity(self) -> list[str]:
-        """The ordered pass names with their versions."""
-        return [f"{p.name}@{p.version}" for p in self.passes]
+        """Each pass's :attr:`~reference.fx_passes.base.FXPass.identity`, in order."""
+        return [p.identity for p in self.passes]
 
     def uuid(self) -> str:
         """A digest of :meth:`identity`; enters the key of anything cached from the passes' output."""
         return hashlib.sha256("\n".join(self.identity()).encode()).hexdigest()[:16]
 
-    def run_passes(self, gm: torch.fx.GraphModule, **kwargs) -> torch.fx.GraphModule:
-        """Run every pass in order; each gets ``kwargs`` (``graph_name``, ``target_device``, ...).
+    def run_passes(self, gm: torch.fx.GraphModule, ctx: PassContext | None = None, **kwargs) -> torch.fx.GraphModule:
+        """Run every pass in order, each with ``ctx`` (or the :class:`PassContext` made of the
+        seeds' keywords: ``graph_name``, ``target_device``, ``spmd_strict``, ...).
 
         A pass that raises is reported as :class:`FXPassError` naming the pass and the graph (an
         ``FXPassError`` the pass raised itself passes through unchanged). A pass must return a
@@ -67,11 +68,15 @@ class FXPassManager:
         ``NEURON_LIBTORCH_SPMD_STRICT=1``) is not a failing pass: it passes through as itself, with
         a note naming the pass, so the caller can catch it by its type.
         """
-        graph_name = kwargs.get("graph_name", "<graph>")
+        if ctx is None:
+            ctx = PassContext.of(**kwargs)
+        elif kwargs:
+            raise TypeError(f"run_passes takes a PassContext or keywords, not both (got {sorted(kwargs)})")
+        graph_name = ctx.graph_name
         for p in self.passes:
             start = time.perf_counter()
             try:
-                out = p.run(gm, **kwargs)
+                out = p.transform(gm, ctx) if type(p).run is FXPass.run else p.run(gm, **ctx.as_kwargs())
             except FXPassError:
                 raise
             except SPMDViolationError as exc:

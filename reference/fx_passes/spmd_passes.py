@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import torch
 
-from reference.fx_passes.base import FXPass
+from reference.fx_passes.base import FXPass, PassContext
 from reference.spmd.collectives import annotate_replica_groups
 from reference.spmd.guards import check_rank_constants
 
@@ -25,13 +25,9 @@ from reference.spmd.guards import check_rank_constants
 class CollectiveReplicaGroupsPass(FXPass):
     """Annotates each collective with the full replica groups of its mesh."""
 
-    version = 1  # the graph returned is the placeholder's (only node.meta is added): keys unchanged
+    version = 1
 
-    @property
-    def name(self) -> str:
-        return "CollectiveReplicaGroupsPass"
-
-    def run(self, gm: torch.fx.GraphModule, **kwargs) -> torch.fx.GraphModule:
+    def transform(self, gm: torch.fx.GraphModule, ctx: PassContext) -> torch.fx.GraphModule:
         annotate_replica_groups(gm)
         return gm
 
@@ -39,13 +35,9 @@ class CollectiveReplicaGroupsPass(FXPass):
 class RankConstantCheckPass(FXPass):
     """The graph-level SPMD guard rail (warns, or raises under the strict flag)."""
 
-    version = 1  # the graph returned is the placeholder's (only node.meta is added): keys unchanged
+    version = 1
 
-    @property
-    def name(self) -> str:
-        return "RankConstantCheckPass"
-
-    def run(self, gm: torch.fx.GraphModule, **kwargs) -> torch.fx.GraphModule:
-        # spmd_strict: the compile request's flag (the seam passes it); absent, the guard's own default
-        check_rank_constants(gm, graph_name=kwargs.get("graph_name", "<graph>"), strict=kwargs.get("spmd_strict"))
+    def transform(self, gm: torch.fx.GraphModule, ctx: PassContext) -> torch.fx.GraphModule:
+        # spmd_strict: the compile request's flag (the seam passes it); None, the guard's own default
+        check_rank_constants(gm, graph_name=ctx.graph_name, strict=ctx.spmd_strict)
         return gm
