@@ -1,6 +1,6 @@
 """Ops whose compile failed naming a Python scalar operand (``torch.constant.int`` /
 ``torch.constant.bool`` does not legalize), found by the op lane (float32 rows ``argmax``,
-``argmin``, ``masked.argmax``, ``masked.argmin``, ``cumsum``, ``logcumsumexp`` on 0-d inputs;
+``argmin``, ``masked.argmax``, ``masked.argmin``, ``cumsum`` on 0-d inputs;
 ``diagonal``, ``diag``, ``trace``, ``linalg.diagonal``, ``diagonal_copy``, ``unfold``,
 ``unfold_copy``, ``view_copy``, ``permute_copy``, ``unbind_copy``, ``as_strided_copy``).
 
@@ -37,12 +37,15 @@ def prober():
 
 
 CASES = {
-    # 0-d inputs: argmax/argmin (the Python bool keepdim), cumsum/logcumsumexp (the Python int dim)
+    # 0-d inputs: argmax/argmin (the Python bool keepdim), cumsum (the Python int dim)
     "argmax-0d": (torch.argmax, (ZERO_D,)),
     "argmin-0d-dim-keepdim": (lambda t: torch.argmin(t, 0, True), (ZERO_D,)),
     "cumsum-0d": (lambda t: torch.cumsum(t, 0), (ZERO_D,)),
     "cumsum-0d-int64": (lambda t: torch.cumsum(t, -1), (torch.tensor(7),)),
-    "logcumsumexp-0d": (lambda t: torch.logcumsumexp(t, 0), (ZERO_D,)),
+    "logcumsumexp-3d": (lambda t: torch.logcumsumexp(t, 0), (X3,)),  # kept as the op: right
+    # sum of a 0-d bool or int64 tensor is int64 (sum, count_nonzero int64/bool rows)
+    "sum-0d-bool": (lambda t: torch.sum(t, 0), (torch.tensor(True),)),
+    "count_nonzero-0d-int64": (torch.count_nonzero, (torch.tensor(3),)),
     # ops with no pattern of their own: their decompositions
     "diagonal": (torch.diagonal, (X,)),
     "diagonal-offset": (lambda t: torch.diagonal(t, -1), (X,)),

@@ -213,9 +213,21 @@ def bool_add(x: torch.Tensor, other, *, alpha=1):
 
 
 def scalar_scan(x: torch.Tensor, dim: int, *, dtype=None):
-    """``cumsum`` (and ``logcumsumexp``) of a 0-d tensor over dim 0/-1 is the tensor itself (in the
-    result dtype: ``cumsum`` of an integer or bool tensor is int64); torch-mlir leaves the scan of a
-    0-d tensor unconverted. A tensor with dimensions keeps the op."""
+    """``cumsum`` of a 0-d tensor over dim 0/-1 is the tensor itself (in the result dtype: ``cumsum``
+    of an integer or bool tensor is int64); torch-mlir leaves the scan of a 0-d tensor unconverted.
+    A tensor with dimensions keeps the op. (Not ``logcumsumexp``: declining there let torch
+    decompose the op another way, which read inf on a 5x5x5 float32 input.)"""
+    if x.dim() != 0:
+        return NotImplemented
+    if dtype is None and not (x.is_floating_point() or x.is_complex()):
+        dtype = torch.int64
+    return x.to(dtype) if dtype is not None else x.clone()
+
+
+def scalar_sum(x: torch.Tensor, dim=None, keepdim: bool = False, *, dtype=None):
+    """``sum`` of a 0-d tensor (see :func:`scalar_reduction`), in sum's result dtype: an integer or
+    bool tensor sums to int64 (``sum``, ``count_nonzero``, ``sum_to_size`` of a bool[] or int64[]
+    read dtype bool where eager returns int64)."""
     if x.dim() != 0:
         return NotImplemented
     if dtype is None and not (x.is_floating_point() or x.is_complex()):
@@ -365,7 +377,7 @@ def extra_decompositions() -> dict:
         aten.remainder.Scalar: remainder,
         aten.mm.default: empty_contraction,
         aten.mean.dim: scalar_reduction,
-        aten.sum.dim_IntList: scalar_reduction,
+        aten.sum.dim_IntList: scalar_sum,
         aten.amax.default: scalar_reduction,
         aten.amin.default: scalar_reduction,
         aten.bmm.default: empty_contraction,
@@ -377,7 +389,6 @@ def extra_decompositions() -> dict:
         aten.argmax.default: scalar_argmax,
         aten.argmin.default: scalar_argmax,
         aten.cumsum.default: scalar_scan,
-        aten.logcumsumexp.default: scalar_scan,
         aten._scaled_dot_product_flash_attention_for_cpu_backward.default: flash_attention_backward,
         aten.convolution_backward.default: convolution_backward,
     }
