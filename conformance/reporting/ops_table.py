@@ -159,7 +159,8 @@ def render(table: dict[str, Any]) -> str:
     lines += [
         f"{table['entries']} OpInfo entries, {len(rows)} (entry, dtype) rows; up to {table['samples_per_row']} samples "
         "a row, each compiled through the adapter and compared with eager (the OpInfo's tolerance where it "
-        "declares one, else the suite's for the dtype; integers and bools exact).",
+        "declares one, else the suite's for the dtype; integers and bools exact, but a floating result of an integer or bool row "
+        "to the suite's tolerance for its dtype).",
         "",
         "| verdict | " + " | ".join(DTYPES) + " | all |",
         "|---|" + "---|" * (len(DTYPES) + 1),
