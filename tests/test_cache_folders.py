@@ -11,6 +11,7 @@ import warnings
 import pytest
 
 from reference.backends.debug_artifacts import DebugArtifacts, DebugFolderError
+from reference.core.build_settings import CacheRoots
 from reference.core import env
 from reference.core.folders import FOLDER_VARIABLES, UntrustedFolderError, trusted_folder, user_root
 
@@ -163,4 +164,4 @@ def test_every_cache_the_pipeline_opens_checks_its_folder(tmp_path, monkeypatch,
     opened = [pipeline.neff_cache] if variable != env.HLO_CACHE_DIR else [hlo_cache, plan_cache, capture_dir]
     for open_cache in opened:
         with pytest.raises(UntrustedFolderError, match=variable):
-            open_cache()
+            open_cache(CacheRoots.from_env())

@@ -17,6 +17,7 @@ from hypothesis import given, settings, strategies as st
 
 from reference.backends import inference_plan, neuron
 from reference.cache.plan_cache import PlanCache, create_plan_key, graph_digest, input_signature, plan_cache
+from reference.core.build_settings import CacheRoots
 from reference.core import env
 from reference.core.build_settings import BuildSettings
 from reference.core.metrics import METRICS
@@ -81,7 +82,7 @@ def test_the_decoder_is_served_from_its_plans_and_matches_the_cold_start(caches,
 
     cold_outs, cold_caches = run(torch.compile(model, backend="neuron", dynamic=False))
     eager_outs, eager_caches = run(model)
-    assert len(plan_cache().keys()) == 2  # prefill and decode
+    assert len(plan_cache(CacheRoots.from_env()).keys()) == 2  # prefill and decode
 
     no_aot()
     before = METRICS.counters()
@@ -122,7 +123,7 @@ def test_graphs_whose_aot_wrapper_does_more_have_no_plan_and_stay_correct(caches
     x = torch.randn(3, 4)
     with torch.no_grad():
         outs = torch.compile(aliasing, backend="neuron", dynamic=False)(x)
-    assert plan_cache().keys() == []
+    assert plan_cache(CacheRoots.from_env()).keys() == []
     assert outs[0].data_ptr() == x.data_ptr() and torch.equal(outs[0], x.view(-1))  # a view, as in eager
     torch.testing.assert_close(outs[1], x + 1)
 
@@ -137,7 +138,7 @@ def test_an_unusable_plan_is_traced_again_and_replaced(caches):
     x = torch.randn(2, 8)
     with torch.no_grad():
         torch.compile(model, backend="neuron", dynamic=False)(x)
-    cache = plan_cache()
+    cache = plan_cache(CacheRoots.from_env())
     (key,) = cache.keys()
     good = json.loads(open(cache.path(key)).read())
     with open(cache.path(key), "w") as fh:

@@ -59,10 +59,11 @@ def capture_to(path: str | os.PathLike, *, key_policy: str = "default") -> Itera
         _capture_dir.reset(token)
 
 
-def capture_dir(cache: CacheRoots | None = None) -> str:
+def capture_dir(cache: CacheRoots) -> str:
     """Where captured graphs are staged: the :func:`capture_to` block's folder, else ``captured/``
-    under the HLO cache folder of ``cache`` (``None``: the roots the environment names now)."""
-    return _capture_dir.get() or os.path.join((cache or CacheRoots.from_env()).folder("hlo"), "captured")
+    under the HLO cache folder of ``cache`` (a compile request's roots; a tool outside a compile
+    passes ``CacheRoots.from_env()``)."""
+    return _capture_dir.get() or os.path.join(cache.folder("hlo"), "captured")
 
 
 class CaptureLog:
@@ -100,7 +101,9 @@ def stage_graph(
     """Stage one lowered graph (atomically: a reader sees no entry or a whole one), mark the rank
     that staged it in a multi-rank run (for the single-artifact check), and log it. Without a
     ``directory`` or a :func:`capture_to` block, the graph goes under ``captured/`` of the HLO
-    cache folder of ``cache`` (a compile request's roots; ``None``: the environment's now)."""
+    cache folder of ``cache`` (a compile request's roots); with none of the three, ``TypeError``."""
+    if directory is None and cache is None and not _capture_dir.get():
+        raise TypeError(f"stage_graph({graph_name!r}): give a directory, a capture_to block or the request's cache roots")
     if isinstance(lowering, LoweredGraph):
         lowering = Lowering(lowering)
     directory = os.path.abspath(directory or capture_dir(cache))

@@ -220,10 +220,9 @@ class HloCache:
         return self._write(key, rec)
 
 
-def hlo_cache(roots: CacheRoots | None = None) -> HloCache | None:
-    """The HLO cache under ``roots`` (a compile request's; ``None``: the roots the environment
-    names now, for a tool or test outside a compile), or ``None`` when caching is disabled."""
-    roots = roots or CacheRoots.from_env()
+def hlo_cache(roots: CacheRoots) -> HloCache | None:
+    """The HLO cache under ``roots`` (a compile request's; a tool or test outside a compile passes
+    ``CacheRoots.from_env()``), or ``None`` when caching is disabled."""
     if roots.disabled:
         return None
     return HloCache(roots.folder("hlo"), hmac_key=roots.hmac_key)

@@ -147,10 +147,9 @@ class PlanCache(HloCache):
         return self._write(key, {"record_version": RECORD_VERSION, "key": key, "plan": plan.as_json()})
 
 
-def plan_cache(roots: CacheRoots | None = None) -> PlanCache | None:
+def plan_cache(roots: CacheRoots) -> PlanCache | None:
     """The plan cache (beside the HLO cache records) under ``roots`` (as :func:`hlo_cache`), or
     ``None`` when caching is off."""
-    roots = roots or CacheRoots.from_env()
     if roots.disabled:
         return None
     return PlanCache(os.path.join(roots.folder("hlo"), "plans"), hmac_key=roots.hmac_key)

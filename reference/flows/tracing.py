@@ -30,6 +30,7 @@ from reference.backends.capture import CAPTURES, capture_backend, capture_dir, c
 from reference.compiler.request import DeferredRequest
 from reference.compiler.scope import scoped_compiler_args
 from reference.core.errors import BackendOptionError, FlowDirectoryError, NeuronBackendError
+from reference.core.build_settings import CacheRoots
 from reference.core.torch_compat import OptimizedModule
 from reference.flows.forked import ChildOutcome, reraise, run_forked
 from reference.spmd.errors import SPMDViolationError
@@ -171,7 +172,7 @@ def parallel_trace(
     guard-rail violation raises that violation (see the module doc), with or without it.
     """
     checked = validate_jobs(jobs, key_policy=key_policy)
-    directory = os.path.abspath(os.fspath(cache_dir)) if cache_dir is not None else capture_dir()
+    directory = os.path.abspath(os.fspath(cache_dir)) if cache_dir is not None else capture_dir(CacheRoots.from_env())
     if os.path.exists(directory) and not os.path.isdir(directory):
         raise FlowDirectoryError("parallel_trace: the staging directory (cache_dir)", directory, "is not a directory",
                                  "give a directory (it is created when missing)")
