@@ -91,6 +91,14 @@ def _aot_names() -> tuple[str, str]:
     return "0", "inference"
 
 
+def _next_graph_name(model_name: str) -> tuple[str, str]:
+    """The name of the ATen graph AOT Autograd hands over now (``<model>_<aot id>_<type>_<n>``, the
+    n-th of its kind, counted in the metrics) and its type (``inference``, ``forward``, ...)."""
+    aot_id, graph_type = _aot_names()
+    nth = METRICS.next_graph_index(model_name, aot_id, graph_type)
+    return f"{model_name}_{aot_id}_{graph_type}_{nth}", graph_type
+
+
 def compile_fx_graph(
     gm: torch.fx.GraphModule,
     example_inputs: list,
@@ -165,9 +173,7 @@ def compile_fx_graph(
     made: list = []  # (plan, compiled graph, name) of each graph that needs no AOT runtime wrapper
 
     def fw_compiler(aten_gm: torch.fx.GraphModule, _aten_inputs: list):
-        aot_id, graph_type = _aot_names()
-        nth = METRICS.next_graph_index(model_name, aot_id, graph_type)
-        graph_name = f"{model_name}_{aot_id}_{graph_type}_{nth}"
+        graph_name, graph_type = _next_graph_name(model_name)
         aten_gm.meta[PASS_IDENTITY_META] = pass_identity  # the HLO cache keys on the pipeline that ran
         compiled = seam.graph(aten_gm, graph_name=graph_name, request=request, fx_passes_us=fx_us)
         plan = inference_plan.plan_for(aten_gm, len(example_inputs), graph_type, compiled) if planned else None
@@ -183,9 +189,7 @@ def compile_fx_graph(
         # graph that cannot be trained is refused with its forward (and falls back with it); it is
         # built and loaded at its first backward(), so a forward under grad mode that never
         # calls backward() (evaluation without no_grad) pays for a lowering, not a compile.
-        aot_id, graph_type = _aot_names()
-        nth = METRICS.next_graph_index(model_name, aot_id, graph_type)
-        graph_name = f"{model_name}_{aot_id}_{graph_type}_{nth}"
+        graph_name, _ = _next_graph_name(model_name)
         aten_gm.meta[PASS_IDENTITY_META] = pass_identity
         try:
             lower(aten_gm, graph_name=graph_name, settings=request.settings)  # the first backward() finds it in the HLO cache
