@@ -22,7 +22,8 @@ store, load-or-rebuild, staging) is this module's and the same for every strateg
 :func:`compile_aten_graph` runs all four and records the graph's metrics once. The capture seam
 stops after the key and stages the graph (:func:`stage`); ``parallel_compile`` picks a staged entry
 up again (:func:`staged_lowering`) and builds it. The seams decide *which* arguments and passes
-apply; this module does the work that is the same for all of them.
+apply; this module does the work that is the same for all of them. docs/request_flow.md shows
+where this module sits on the way from ``torch.compile`` to a compiled graph.
 """
 
 from __future__ import annotations

@@ -4,7 +4,8 @@ Dynamo hands this seam an FX graph. :func:`compile_fx_graph`, the one door every
 (:class:`~reference.backends.seam.Seam`) goes through, resolves the compile request once (scope
 first, then the platform arguments, the environment, the model name and the rank), runs the FX pass
 stage, and lowers through AOT Autograd; each ATen graph AOT Autograd produces goes to the seam
-(for this one, :func:`reference.pipeline.compile_aten_graph`).
+(for this one, :func:`reference.pipeline.compile_aten_graph`). docs/request_flow.md draws the whole
+way a request travels, from ``torch.compile`` to the compiled graph.
 
 Registered under the names ``neuron`` and ``neuron_libtorch`` through the
 ``torch_dynamo_backends`` entry point, so ``torch.compile(..., backend="neuron")`` works without
