@@ -52,3 +52,17 @@ def test_the_call_compiles_runs_and_matches_eager(prober, case):
     fn, args = CASES[case]
     sample = optable.Sample(case, fn, args, fn(*args))
     assert prober.compile_and_run([sample]) == [None]
+
+
+def test_scatter_add_into_bool_is_a_logical_or(prober):
+    """scatter_add bool (the op lane's row): two Trues landing on one element stay True."""
+    x = torch.tensor([[False, True], [False, False], [True, False]])
+    index = torch.tensor([[0, 0], [0, 1], [2, 0]])
+    src = torch.tensor([[True, True], [True, True], [True, False]])
+    fn = lambda a, i, b: torch.scatter_add(a, 0, i, b)  # noqa: E731
+    sample = optable.Sample("scatter_add", fn, (x, index, src), fn(x, index, src))
+    assert prober.compile_and_run([sample]) == [None]
+    # other dtypes keep the op
+    fn2 = lambda a, i, b: torch.scatter_add(a, 0, i, b)  # noqa: E731
+    xf, sf = torch.zeros(3, 2), torch.ones(3, 2)
+    assert prober.compile_and_run([optable.Sample("scatter_add", fn2, (xf, index, sf), fn2(xf, index, sf))]) == [None]

@@ -212,6 +212,16 @@ def bool_add(x: torch.Tensor, other, *, alpha=1):
     return torch.logical_or(x, other)
 
 
+@_declining("bool_accumulate")
+def bool_scatter_add(x: torch.Tensor, dim: int, index: torch.Tensor, src: torch.Tensor):
+    """``scatter_add`` into a bool tensor: eager's is a logical or of what lands on an element; as
+    1-bit integers the additions wrapped (True + True read False). Accumulated in int32 and
+    compared with 0. Any other dtype keeps the op."""
+    if x.dtype != torch.bool:
+        return NotImplemented
+    return aten.scatter_add.default(x.to(torch.int32), dim, index, src.to(torch.int32)) != 0
+
+
 def scalar_scan(x: torch.Tensor, dim: int, *, dtype=None):
     """``cumsum`` of a 0-d tensor over dim 0/-1 is the tensor itself (in the result dtype: ``cumsum``
     of an integer or bool tensor is int64); torch-mlir leaves the scan of a 0-d tensor unconverted.
@@ -382,6 +392,7 @@ def extra_decompositions() -> dict:
         aten.amin.default: scalar_reduction,
         aten.bmm.default: empty_contraction,
         aten.add.Tensor: bool_add,
+        aten.scatter_add.default: bool_scatter_add,
         aten.pow.Tensor_Tensor: real_pow,
         aten.pow.Scalar: real_pow,
         aten.pow.Tensor_Scalar: real_pow_by_number,
