@@ -108,3 +108,21 @@ def test_the_runtime_version_is_one_of_the_tool_versions():
     spec = [("float32", [4], [1])]
     assert create_cache_hash("module {}", [], spec, versions) != create_cache_hash(
         "module {}", [], spec, {**versions, "runtime": versions["runtime"] + ".post1"})
+
+
+def test_the_compiler_version_is_read_without_importing_the_compiler():
+    """The key's compiler version is ``iree.compiler.version.VERSION``, read from its file: a warm
+    process that compiles nothing never loads the compiler's libraries."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from reference.cache.key import tool_versions\n"
+        "v = tool_versions()['compiler']\n"
+        "assert 'iree.compiler' not in sys.modules, 'the compiler package was imported'\n"
+        "import iree.compiler.version as m\n"
+        "assert v == m.VERSION, (v, m.VERSION)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]

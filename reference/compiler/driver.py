@@ -297,7 +297,24 @@ def _iree_compile_path() -> str:
 
 
 def compiler_version() -> str:
-    import iree.compiler.version as v
+    """``iree.compiler.version.VERSION``, read from the file without importing the package: the
+    ``iree.compiler`` import loads the MLIR libraries (0.1-0.3 s), which a process that finds every
+    artifact in its cache never needs, and the cache keys need only this string."""
+    loaded = sys.modules.get("iree.compiler.version")
+    if loaded is not None:
+        return loaded.VERSION
+    import importlib.util
+
+    spec = importlib.util.find_spec("iree")  # a namespace package: finding it runs no code
+    for folder in (spec.submodule_search_locations or []) if spec is not None else []:
+        try:
+            with open(os.path.join(folder, "compiler", "version.py"), encoding="utf-8") as fh:
+                found = re.search(r"""^VERSION\s*=\s*["']([^"']+)["']""", fh.read(), re.M)
+        except OSError:
+            continue
+        if found:
+            return found.group(1)
+    import iree.compiler.version as v  # laid out otherwise: import it
 
     return v.VERSION
 
