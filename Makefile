@@ -9,7 +9,7 @@ IMPL_ARG := $(if $(IMPL),--conformance-impl $(IMPL),)
 BASE ?= main
 comma := ,
 
-.PHONY: all venv conformance test slow strict selfcheck bench snapshot-review models ops ops-docs ops-drift optable support-docs support-drift lint-workflows suite-alone clean
+.PHONY: all venv conformance test test-group test-combine checks durations slow strict selfcheck bench snapshot-review models ops ops-docs ops-drift optable support-docs support-drift lint-workflows suite-alone clean
 
 all: test
 
@@ -37,6 +37,37 @@ test: $(STAMP) lint-workflows
 	$(PY) -m pytest -n $(JOBS) -m "not slow" --durations=25 --cov --cov-report=term --cov-report=xml:reports/coverage.xml; \
 	status=$$?; $(PY) -m conformance.selfcheck.report; exit $$status
 	$(MAKE) --no-print-directory support-drift DRIFT_ONLY="--only reference"
+
+# The default lane as CI runs it, on K machines (.github/workflows/conformance.yml): `make test-group
+# SPLITS=K GROUP=i` runs group i of the not-slow tests, pytest-split's durations-balanced groups
+# (by .test_durations), and leaves everything the join needs under reports/groups/<i>/ (the
+# suite's reports, the selfcheck's per-mutant results, the coverage data); `make test-combine`
+# joins every group found there into reports/reference/default/, reports/selfcheck.md and one
+# coverage figure (reports/coverage.xml); `make checks` runs what make test checks besides the
+# tests. `python scripts/ci_groups.py` prints the groups and checks that together they run exactly
+# make test's tests; `make durations` measures the tests again and rewrites .test_durations.
+SPLITS ?= 3
+GROUP ?= 1
+GROUP_DIR := reports/groups/$(GROUP)
+test-group: $(STAMP)
+	rm -rf reports/selfcheck $(GROUP_DIR) .coverage
+	$(PY) -m pytest -n $(JOBS) -m "not slow" --splits $(SPLITS) --group $(GROUP) --durations-path .test_durations \
+		--durations=15 --cov --cov-report= --conformance-report-dir $(GROUP_DIR); \
+	status=$$?; mkdir -p $(GROUP_DIR)/selfcheck; \
+	if [ -d reports/selfcheck ]; then cp reports/selfcheck/*.json $(GROUP_DIR)/selfcheck/ 2>/dev/null; fi; \
+	if [ -f .coverage ]; then mv .coverage $(GROUP_DIR)/coverage.dat; fi; exit $$status
+test-combine: $(STAMP)
+	$(PY) -m conformance.reporting.merge --out reports/reference/default reports/groups/*/reference/default
+	rm -rf reports/selfcheck && mkdir -p reports/selfcheck
+	cp reports/groups/*/selfcheck/*.json reports/selfcheck/ 2>/dev/null || true
+	$(PY) -m conformance.selfcheck.report
+	rm -f .coverage && $(PY) -m coverage combine --keep reports/groups/*/coverage.dat
+	$(PY) -m coverage report && $(PY) -m coverage xml -q -o reports/coverage.xml
+checks: $(STAMP) lint-workflows
+	$(VENV)/bin/lint-imports
+	$(MAKE) --no-print-directory support-drift DRIFT_ONLY="--only reference"
+durations: $(STAMP)
+	$(PY) -m pytest -n $(JOBS) -m "not slow" -q --store-durations --clean-durations --durations-path .test_durations
 
 # The tests marked slow, unit and conformance alike; reports go to reports/<impl>/slow/.
 # It also checks the built-in peers' support matrices for drift (make test checks the reference's).
@@ -130,7 +161,7 @@ snapshot-review: $(STAMP)
 	$(PY) -m conformance.reporting.snapshot_review --base $(BASE) --out reports/snapshot-review.md
 
 # Benchmarks; figures go to reports/bench/. REPEAT=N repeats each figure (median and spread);
-# BENCH=name limits the run to named benchmarks (atom cache graphs grouped_experts parallel_compile pipeline runner_step spmd ...).
+# BENCH=name limits the run to named benchmarks (atom cache graphs grouped_experts parallel_compile pipeline runner_step spmd startup ...).
 REPEAT ?= 1
 BENCH ?=
 bench: $(STAMP)

@@ -44,33 +44,46 @@ CHART_GRAPHS = 40
 def write(
     out: Path, *, impl, suite, results: dict, support, compile_times: list, stale: list, environment: dict, models=None
 ) -> None:
-    out.mkdir(parents=True, exist_ok=True)
     summary = summarize(impl, suite, results, support, compile_times, stale, environment)
+    publish(out, summary, support.observations, support.order(), models.rows if models is not None else None)
+
+
+def publish(out: Path, summary: dict, observations: list, order: list, model_rows: list | None = None) -> None:
+    """Every report file of a lane from its ``summary`` (as :func:`summarize` makes it, or as
+    :mod:`conformance.reporting.merge` joins several groups' into one) and the support observations
+    it was made from, in probe order."""
+    out.mkdir(parents=True, exist_ok=True)
+    summary = dict(summary)
     coverage = _spec.coverage(_spec.load(), summary["tests"], summary["support"])
     summary["spec_coverage"] = {seed: {k: v for k, v in s.items() if k != "sections"} for seed, s in coverage["seeds"].items()}
     atomic_write(out / "spec-coverage.json", json.dumps(coverage, indent=1, sort_keys=True) + "\n")
-    atomic_write(out / "spec-coverage.md", _spec.render(coverage, impl.name, suite.lane))
+    atomic_write(out / "spec-coverage.md", _spec.render(coverage, summary["implementation"], summary["lane"]))
     atomic_write(out / "summary.json", json.dumps(summary, indent=1, sort_keys=True) + "\n")
     atomic_write(out / "junit.xml", junit(summary))
-    chart = compile_time_svg(compile_times)
+    chart = compile_time_svg(summary["compile_times"])
     if chart:
         atomic_write(out / "compile-times.svg", chart)
     atomic_write(out / "summary.md", render_markdown(summary, chart_file="compile-times.svg" if chart else None))
-    if support.observations:
-        text = _support.render(impl.name, summary["versions"], support.observations, support.order(), machine=summary["machine"])
+    if observations:
+        text = _support.render(summary["implementation"], summary["versions"], observations, order, machine=summary["machine"])
         atomic_write(out / "support.md", text)
-    if models is not None and models.rows:
-        atomic_write(out / "models.md", models_report.render(impl.name, summary["versions"], models.rows))
+    if model_rows:
+        atomic_write(out / "models.md", models_report.render(summary["implementation"], summary["versions"], model_rows))
 
 
-def summarize(impl, suite, results: dict, support, compile_times: list, stale: list, environment: dict) -> dict[str, Any]:
+def tally(results: dict) -> tuple[dict[str, int], dict[str, dict[str, int]]]:
+    """The totals per outcome and per contract (a test module) of ``results`` (test id -> entry)."""
     totals = dict.fromkeys(OUTCOMES, 0)
     contracts: dict[str, dict[str, int]] = {}
     for nodeid, entry in results.items():
         totals[entry["outcome"]] += 1
-        module = Path(nodeid.split("::", 1)[0]).stem.removeprefix("test_")
-        c = contracts.setdefault(module, dict.fromkeys(OUTCOMES, 0))
+        c = contracts.setdefault(_contract(nodeid), dict.fromkeys(OUTCOMES, 0))
         c[entry["outcome"]] += 1
+    return totals, dict(sorted(contracts.items()))
+
+
+def summarize(impl, suite, results: dict, support, compile_times: list, stale: list, environment: dict) -> dict[str, Any]:
+    totals, contracts = tally(results)
     rows = _support.merge(support.observations)
     params = suite.config.invocation_params
     return {
@@ -94,7 +107,7 @@ def summarize(impl, suite, results: dict, support, compile_times: list, stale: l
         "finished": _iso(time.time()),
         "wall_s": round(time.time() - suite.started, 1),
         "totals": totals,
-        "contracts": dict(sorted(contracts.items())),
+        "contracts": contracts,
         "tests": [{"id": k, **v} for k, v in sorted(results.items())],
         "support": [
             {"table": t, "row": r, "status": v["status"], "declared": v.get("declared"), "notes": v["notes"],
