@@ -19,7 +19,7 @@ import torch
 
 from reference.core.errors import LoweringError, UnsupportedInputError
 from reference.core.specs import LoweredGraph, TensorSpec
-from reference.core.torch_compat import core_aten_decompositions
+from reference.core.torch_compat import OpOverload, core_aten_decompositions
 from reference.lowering.decompositions import extra_decompositions
 
 
@@ -225,7 +225,7 @@ def _constant_users(ops: Sequence[str], nodes: list, locations: Sequence[str]) -
     for location in locations:
         for index in _TAG.findall(location):
             target = getattr(nodes[int(index)], "target", None)
-            if isinstance(target, torch._ops.OpOverload) and target.namespace == "aten":
+            if isinstance(target, OpOverload) and target.namespace == "aten":
                 name = f"torch.aten.{target._opname}" + ("" if target._overloadname == "default" else f".{target._overloadname}")
                 if name not in users:
                     users.append(name)
