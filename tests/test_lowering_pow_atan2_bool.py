@@ -33,6 +33,10 @@ CASES = {
     "pow-of-minus-2": (lambda t: torch.pow(-2.0, t), (BASES,)),
     "pow-of-0": (lambda t: torch.pow(0.0, t), (BASES,)),
     "pow-of-10000": (lambda t: torch.pow(10000.0, t), (torch.linspace(0, 1, 8),)),
+    # a positive base made inside the graph, int32 exponents (bloom's ALiBi slopes): the sign of an
+    # odd power came out negative when the base's sign was the or of two comparisons
+    "pow-of-a-graph-constant": (lambda e: torch.pow(torch.tensor(0.70710678), e), (torch.arange(1, 9, dtype=torch.int32),)),
+    "pow-by-7-of-a-graph-constant": (lambda t: torch.pow(torch.tensor([0.5, 2.0]) + t, 7), (torch.zeros(2),)),
     "pow-int64": (torch.pow, (torch.tensor([2, -3, 4, 0, 5]), torch.tensor([3, 2, 1, 0, 7]))),
     "float_power-int64": (torch.float_power, (torch.tensor([2, -3, 4, 0, 5]), torch.tensor([3, 2, -1, 0, 7]))),
     "float_power-bool": (torch.float_power, (B, C)),

@@ -133,7 +133,9 @@ def real_pow(x, exponent):
     integral = exponent == torch.floor(exponent)
     half = exponent * 0.5
     odd = integral & (half != torch.floor(half))
-    signed = (base < 0) | ((1 / base) < 0)  # a negative zero too: (-0.0) ** -3 is -inf
+    # negative, a negative zero too ((-0.0) ** -3 is -inf), as one comparison: the or of two
+    # comparisons read True for a positive constant base (bloom's ALiBi slopes, 0.707 ** 1 < 0)
+    signed = torch.where(torch.isinf(base), base, 1 / base) < 0
     out = torch.where(odd & signed, -magnitude, magnitude)
     undefined = (base < 0) & ~integral & ~torch.isinf(base)
     out = torch.where(undefined, torch.full_like(out, math.nan), out)
@@ -183,7 +185,7 @@ def real_pow_by_number(x: torch.Tensor, exponent):
     magnitude = aten.pow.Tensor_Scalar(x.abs(), exponent)
     if int(exponent) % 2 == 0:
         return magnitude
-    signed = (x < 0) | ((1 / x) < 0)
+    signed = torch.where(torch.isinf(x), x, 1 / x) < 0  # one comparison, as in real_pow
     return torch.where(signed, -magnitude, magnitude)
 
 
