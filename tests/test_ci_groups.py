@@ -24,6 +24,9 @@ import ci_groups  # noqa: E402
 
 from conformance.reporting import merge  # noqa: E402
 
+# The module fixture runs pytest three times: --dist=loadgroup keeps the module on one xdist worker.
+pytestmark = pytest.mark.xdist_group("ci_groups")
+
 # cheap probes of the support matrix: a join must carry their rows besides the outcomes
 SMALL = ["conformance/tests/test_backend_support.py", "-k",
          "cache_variables_are_read or test_var_ and not nki and not cc_flags or test_options or test_mode or test_name"]

@@ -31,6 +31,7 @@ from conformance.selfcheck.report import CONTROL
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "reports" / "selfcheck"
 RUN_TIMEOUT_S = 600
+PRELOAD = ("torch", "torch._dynamo", "torch_mlir.fx", "iree._runtime.libs._runtime", "iree.compiler.tools.binaries")
 # Variables that would point a run at another run's caches or implementation.
 _STRIP = ("CONFORMANCE_", "TORCH_NEURONX_", "NEURON_", "PYTEST_XDIST_", "HYPOTHESIS_")
 
@@ -43,9 +44,12 @@ def _env() -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def server():
-    """The fork server the runs start from; it imports torch and Dynamo only (not pytest's plugins
-    nor the suite, whose modules pytest must import itself to rewrite their asserts)."""
-    with ForkServer(("torch", "torch._dynamo"), env=_env()) as srv:
+    """The fork server the runs start from. It imports torch, Dynamo and the third-party compiler
+    stack below the reference (torch-mlir's importer, IREE's native runtime and tool finder, which
+    every run loads and which read nothing at import: about 1.5 s of each run). Not pytest's plugins
+    nor the suite, whose modules pytest must import itself to rewrite their asserts, and not the
+    implementation, which a mutant patches."""
+    with ForkServer(PRELOAD, env=_env()) as srv:
         yield srv
 
 

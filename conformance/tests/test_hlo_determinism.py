@@ -21,6 +21,9 @@ from conformance.harness.child import raise_if_not_supported
 from conformance.plugin import SUITE
 
 NAMES = neuron_fixtures.names()
+# The module fixture starts two lowering processes: --dist=loadgroup keeps the module on one xdist
+# worker, so a run starts them once.
+pytestmark = pytest.mark.xdist_group("hlo_determinism")
 
 
 def _lower_in_child(impl_spec: str, tmp_path, seed: str, tag: str) -> dict:
