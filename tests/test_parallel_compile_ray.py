@@ -1,8 +1,10 @@
 """parallel_compile's executors: the local fork server (the default) and Ray.
 
 The Ray tests start a real local Ray (2 CPUs, no dashboard) once for the module and stop it after;
-parallel_compile uses a Ray already initialized in the process as it is. They compile for real and
-are in the slow lane. The executor choice and the lazy import need no Ray and stay quick.
+parallel_compile uses a Ray already initialized in the process as it is. They compile for real. Two
+of them (the same entries as the local path, one task per key) run in make test; the faults, the
+two-node cluster and the runner's flow are in the slow lane. The executor choice and the lazy
+import need no Ray.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import importlib.util
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 import torch
@@ -92,11 +95,11 @@ def local_ray():
 
 
 @needs_ray
-@pytest.mark.slow
 def test_ray_builds_what_the_local_path_builds_and_a_second_run_is_all_hits(tmp_path, monkeypatch, local_ray):
     """The same staged set through the fork server and through Ray, into two caches: the same keys
     and the same artifact bytes; Ray's entries are signed under the HMAC key, load and run equal to
-    eager; a second Ray run is all cache hits. Progress is shown per graph as on the local path."""
+    eager; a second Ray run is all cache hits. Progress is shown per graph as on the local path.
+    (Not marked slow: make test keeps this one and the next, a local Ray of one node, about 20 s.)"""
     monkeypatch.setenv("TORCH_NEURONX_CACHE_HMAC_KEY", "a secret of the caller's")
     constants = _stage(tmp_path / "staged", 3)
     _caches(monkeypatch, tmp_path / "local_run")
@@ -121,6 +124,35 @@ def test_ray_builds_what_the_local_path_builds_and_a_second_run_is_all_hits(tmp_
         torch.testing.assert_close(out, x + k)
     again = parallel_compile(tmp_path / "staged", workers=2, executor="ray", progress=False)
     assert all(g.ok and g.cache_hit for g in again.graphs), again.graphs
+
+
+def _note_task(folder: str, graph_name: str) -> None:
+    """A worker's prologue: leaves one file per task it runs (each in a process of Ray's choosing)."""
+    with open(os.path.join(folder, f"{graph_name}-{os.getpid()}-{time.monotonic_ns()}"), "x"):
+        pass
+
+
+@needs_ray
+def test_a_graph_staged_twice_is_one_task_on_the_cluster(tmp_path, monkeypatch, local_ray):
+    """Two sites that staged the same graph (same StableHLO, same arguments: one key) and a third
+    graph: two Ray tasks, one per key, not three; the twice-staged key is one cache entry."""
+    from reference.flows.ray_executor import RayExecutor
+
+    _caches(monkeypatch, tmp_path)
+    staged = tmp_path / "staged"
+    first = stage_graph(_adds(7.0), ARGS, graph_name="site_a", directory=str(staged))
+    again = stage_graph(_adds(7.0), ARGS, graph_name="site_b", directory=str(staged))
+    other = stage_graph(_adds(8.0), ARGS, graph_name="site_c", directory=str(staged))
+    assert first.key == again.key != other.key
+    ran = tmp_path / "tasks"
+    ran.mkdir()
+    report = parallel_compile(staged, workers=2, executor=RayExecutor(prologue=functools.partial(_note_task, str(ran))),
+                              progress=False)
+    tasks = sorted(p.name.split("-")[0] for p in ran.iterdir())
+    assert len(tasks) == 2 and "site_c" in tasks, tasks
+    assert sorted(g.cache_key for g in report.graphs) == sorted({first.key, other.key}), report.graphs
+    assert all(g.ok and not g.cache_hit for g in report.graphs), report.graphs
+    assert all(neff_cache().get(k) is not None for k in (first.key, other.key))
 
 
 @needs_ray
