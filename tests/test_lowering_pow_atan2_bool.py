@@ -70,3 +70,28 @@ def test_scatter_add_into_bool_is_a_logical_or(prober):
     fn2 = lambda a, i, b: torch.scatter_add(a, 0, i, b)  # noqa: E731
     xf, sf = torch.zeros(3, 2), torch.ones(3, 2)
     assert prober.compile_and_run([optable.Sample("scatter_add", fn2, (xf, index, sf), fn2(xf, index, sf))]) == [None]
+
+
+def test_index_add_and_accumulating_index_puts_into_bool_are_logical_ors(prober):
+    """index_add bool and _unsafe_masked_index_put_accumulate bool (the op lane's rows), and
+    index_put(accumulate=True) bool: two Trues landing on one element stay True."""
+    x = torch.tensor([False, True, False, False])
+    index = torch.tensor([0, 0, 2, 1])
+    src = torch.tensor([True, True, False, True])
+    add = lambda a, i, b: torch.index_add(a, 0, i, b)  # noqa: E731
+    add_dim1 = lambda a, i, b: torch.index_add(a, 1, i, b)  # noqa: E731
+    put = lambda a, i, b: torch.index_put(a, (i,), b, accumulate=True)  # noqa: E731
+    masked = lambda a, m, i, b: torch.ops.aten._unsafe_masked_index_put_accumulate(a, m, [i], b)  # noqa: E731
+    wide, ones = torch.zeros(3, 4, dtype=torch.bool), torch.ones(3, 3, dtype=torch.bool)
+    mask = torch.tensor([True, True, False, True])
+    samples = [
+        optable.Sample("index_add", add, (x, index, src), add(x, index, src)),
+        optable.Sample("index_add", add_dim1, (wide, torch.tensor([1, 1, 3]), ones), add_dim1(wide, torch.tensor([1, 1, 3]), ones)),
+        optable.Sample("index_put", put, (x, index, src), put(x, index, src)),
+        optable.Sample("_unsafe_masked_index_put_accumulate", masked, (x, mask, index, src), masked(x, mask, index, src)),
+    ]
+    assert [prober.compile_and_run([s]) for s in samples] == [[None]] * 4
+    # other dtypes take the table's decomposition as before (index_add has no lowering of its own)
+    xf, sf = torch.zeros(4), torch.ones(4)
+    assert prober.compile_and_run([optable.Sample("index_add", add, (xf, index, sf), add(xf, index, sf))]) == [None]
+    assert prober.compile_and_run([optable.Sample("index_put", put, (xf, index, sf), put(xf, index, sf))]) == [None]

@@ -108,6 +108,28 @@ def _declining(name: str):
     return wrap
 
 
+def _then_the_table(fn):
+    """Marks a decomposition that, where it declines (``NotImplemented``), hands the call to the
+    decomposition the table held for the op before it (torch's or torch-mlir's) instead of keeping
+    the op: for ops torch-mlir cannot lower as they are (``index_add``). See :func:`falling_back`."""
+    fn.falls_back = True
+    return fn
+
+
+def falling_back(fn, prior):
+    """``fn`` where it decomposes, ``prior`` where it declines (for decompositions marked with
+    :func:`_then_the_table`; :func:`reference.lowering.stablehlo.decomposition_table` applies it)."""
+    if prior is None or not getattr(fn, "falls_back", False):
+        return fn
+
+    @functools.wraps(fn)
+    def decomposition(*args, **kwargs):
+        out = fn(*args, **kwargs)
+        return prior(*args, **kwargs) if out is NotImplemented else out
+
+    return decomposition
+
+
 @_declining("pow")
 def real_pow(x, exponent):
     """``pow`` with a floating result (tensor or Python-number base, tensor exponent) as C's ``pow``
@@ -222,6 +244,40 @@ def bool_scatter_add(x: torch.Tensor, dim: int, index: torch.Tensor, src: torch.
     if x.dtype != torch.bool:
         return NotImplemented
     return aten.scatter_add.default(x.to(torch.int32), dim, index, src.to(torch.int32)) != 0
+
+
+@_then_the_table
+@_declining("bool_accumulate")
+def bool_index_add(x: torch.Tensor, dim: int, index: torch.Tensor, source: torch.Tensor, *, alpha=1):
+    """``index_add`` into a bool tensor: as ``scatter_add``, a logical or of what lands on an element
+    (and of nothing when ``alpha`` is false), accumulated in int32 and compared with 0. Any other
+    dtype (and the int32 call made here) takes the table's decomposition, as before."""
+    if x.dtype != torch.bool:
+        return NotImplemented
+    if not alpha:
+        return x.clone()
+    return aten.index_add.default(x.to(torch.int32), dim, index, source.to(torch.int32)) != 0
+
+
+@_declining("bool_accumulate")
+def bool_index_put_accumulate(x: torch.Tensor, indices, values: torch.Tensor, accumulate: bool = False):
+    """``index_put(..., accumulate=True)`` into a bool tensor: a logical or of the values that land on
+    an element, accumulated in int32 and compared with 0. Without ``accumulate`` (the last write
+    wins, no sum) and for any other dtype, the op as it is."""
+    if x.dtype != torch.bool or not accumulate:
+        return NotImplemented
+    return aten.index_put.default(x.to(torch.int32), indices, values.to(torch.int32), True) != 0
+
+
+@_then_the_table
+@_declining("bool_accumulate")
+def bool_masked_index_put_accumulate(x: torch.Tensor, mask: torch.Tensor, indices, values: torch.Tensor):
+    """``_unsafe_masked_index_put_accumulate`` (the backward of masked indexing, as in padded
+    gathers) into a bool tensor: the same logical or, accumulated in int32. Other dtypes (and the
+    int32 call made here) take the table's decomposition, as before."""
+    if x.dtype != torch.bool:
+        return NotImplemented
+    return aten._unsafe_masked_index_put_accumulate.default(x.to(torch.int32), mask, indices, values.to(torch.int32)) != 0
 
 
 def scalar_scan(x: torch.Tensor, dim: int, *, dtype=None):
@@ -395,6 +451,9 @@ def extra_decompositions() -> dict:
         aten.bmm.default: empty_contraction,
         aten.add.Tensor: bool_add,
         aten.scatter_add.default: bool_scatter_add,
+        aten.index_add.default: bool_index_add,
+        aten.index_put.default: bool_index_put_accumulate,
+        aten._unsafe_masked_index_put_accumulate.default: bool_masked_index_put_accumulate,
         aten.pow.Tensor_Tensor: real_pow,
         aten.pow.Scalar: real_pow,
         aten.pow.Tensor_Scalar: real_pow_by_number,

@@ -20,7 +20,7 @@ import torch
 from reference.core.errors import LoweringError, UnsupportedInputError
 from reference.core.specs import LoweredGraph, TensorSpec
 from reference.core.torch_compat import OpOverload, core_aten_decompositions
-from reference.lowering.decompositions import extra_decompositions
+from reference.lowering.decompositions import extra_decompositions, falling_back
 
 
 #: The namespaces whose entries of torch's core decomposition table (and of torch-mlir's, built
@@ -46,7 +46,8 @@ def decomposition_table() -> dict:
     table = dict(core_aten_decompositions())
     table.update(get_decomposition_table())  # torch-mlir's also lists the touched namespaces' ops
     table = {op: fn for op, fn in table.items() if getattr(op, "namespace", None) in CORE_NAMESPACES}
-    table.update(extra_decompositions())
+    for op, fn in extra_decompositions().items():
+        table[op] = falling_back(fn, table.get(op))  # most replace the entry; a few decline to it
     return table
 
 
