@@ -113,3 +113,30 @@ def test_a_floating_result_of_an_exact_row_gets_the_tolerance_of_its_dtype():
     # integer and bool results stay exact
     assert opinfo.mismatch(torch.tensor([1, 2]), torch.tensor([1, 3]), 0.0, 0.0) is not None
     assert opinfo.mismatch(torch.tensor([True]), torch.tensor([False]), 0.0, 0.0) is not None
+
+
+def test_indices_of_equal_elements_in_another_order_are_right_where_torch_leaves_it_open():
+    """sort/argsort/topk: eager's CPU sort is unstable, so indices that differ from eager's only
+    among equal elements are right; a duplicated index, values out of order, or stable=True are not."""
+    from types import SimpleNamespace
+
+    x = torch.tensor([[1, 0, 1, 0], [2, 2, 1, 1]])
+    eager = tuple(torch.sort(x, dim=1))
+    along = SimpleNamespace(input=x, args=(1,), kwargs={})
+    other = torch.tensor([[3, 1, 2, 0], [3, 2, 1, 0]])  # the zeros and the ones swapped among themselves
+    assert opinfo.mismatch((torch.gather(x, 1, other), other), eager, 0, 0) is not None
+    assert opinfo.ties_reordered("sort", along, (torch.gather(x, 1, other), other), eager)
+    assert opinfo.ties_reordered("argsort", along, other, torch.argsort(x, dim=1))
+    twice = torch.tensor([[1, 1, 2, 0], [3, 2, 1, 0]])  # position 1 taken twice
+    assert not opinfo.ties_reordered("sort", along, (torch.gather(x, 1, twice), twice), eager)
+    unsorted = torch.tensor([[0, 1, 2, 3], [0, 1, 2, 3]])
+    assert not opinfo.ties_reordered("sort", along, (torch.gather(x, 1, unsorted), unsorted), eager)
+    assert not opinfo.ties_reordered("argsort", along, unsorted, torch.argsort(x, dim=1))
+    stable = SimpleNamespace(input=x, args=(1,), kwargs={"stable": True})
+    assert not opinfo.ties_reordered("sort", stable, (torch.gather(x, 1, other), other), eager)
+    assert not opinfo.ties_reordered("msort", along, (torch.gather(x, 1, other), other), eager)  # not listed
+    top = tuple(torch.topk(x.float(), 2, dim=1))
+    picked = torch.tensor([[2, 0], [1, 0]])
+    topk_sample = SimpleNamespace(input=x.float(), args=(2, 1), kwargs={})
+    assert opinfo.ties_reordered("topk", topk_sample, (torch.gather(x.float(), 1, picked), picked), top)
+    assert not opinfo.ties_reordered("topk", topk_sample, (top[0], torch.tensor([[0, 0], [1, 0]])), top)
