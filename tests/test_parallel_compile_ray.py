@@ -1,10 +1,11 @@
 """parallel_compile's executors: the local fork server (the default) and Ray.
 
-The Ray tests start a real local Ray (2 CPUs, no dashboard) once for the module and stop it after;
-parallel_compile uses a Ray already initialized in the process as it is. They compile for real. Two
-of them (the same entries as the local path, one task per key) run in make test; the faults, the
-two-node cluster and the runner's flow are in the slow lane. The executor choice and the lazy
-import need no Ray.
+The Ray tests start a real two-node Ray cluster on this machine once for the module (`ray start`:
+a head and a worker node, one CPU and a temporary folder each) and stop it after; parallel_compile
+uses the Ray this process is connected to as it is. They compile for real. Two of them (the same
+entries as the local path, one task per key) run in make test; the faults, the cluster lost
+mid-run (a cluster of its own) and the runner's flow are in the slow lane. The executor choice
+and the lazy import need no Ray.
 """
 
 from __future__ import annotations
@@ -80,18 +81,95 @@ def test_importing_the_flows_does_not_import_ray():
 # --- a real local Ray ---------------------------------------------------------------------------------
 
 
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _ray_node(args: list[str], log) -> subprocess.Popen:
+    """`ray start ... --block` in a session of its own: the node's processes are one process group,
+    stopped together without touching any other Ray on the machine."""
+    ray_cli = os.path.join(os.path.dirname(sys.executable), "ray")
+    return subprocess.Popen([ray_cli, "start", "--block", "--disable-usage-stats", *args], stdout=log, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+
+
+def _stop(node: subprocess.Popen) -> None:
+    import signal
+
+    try:
+        os.killpg(node.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    node.wait(timeout=30)
+
+
+def _node_dir() -> str:
+    """A temporary folder of a node's own, short: Ray's socket paths under it must fit in 107 bytes."""
+    import tempfile
+
+    return tempfile.mkdtemp(prefix="rt-", dir="/tmp")
+
+
+def _wait_for_port(port: int, head: subprocess.Popen, log_path, timeout: float = 60.0) -> None:
+    import socket
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert head.poll() is None, open(log_path).read()[-3000:]
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.2)
+    pytest.fail(f"the Ray head did not listen on {port} within {timeout:g} s:\n{open(log_path).read()[-3000:]}")
+
+
 @pytest.fixture(scope="module")
-def local_ray():
+def local_ray(tmp_path_factory):
+    """A real two-node Ray cluster on this machine, started once for the module: a head and a worker
+    node, one CPU each, each node with a temporary folder of its own and each started with `ray
+    start` in its own process group; this process connects to it as a driver. Tasks land on
+    both nodes' worker processes, as the scheduler places them."""
+    import shutil
+
     import ray
 
-    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="WARNING")
-    # the workers cannot import this test module: its prologues travel by value
-    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    log_path = tmp_path_factory.mktemp("ray") / "nodes.log"
+    log = open(log_path, "w")
+    port = _free_port()
+    saved = os.environ.get("RAY_AUTH_MODE")
+    os.environ["RAY_AUTH_MODE"] = "disabled"  # a throwaway cluster on the loopback
+    dirs = [_node_dir(), _node_dir()]
+    nodes = [_ray_node(["--head", f"--port={port}", "--num-cpus=1", "--include-dashboard=false",
+                        f"--temp-dir={dirs[0]}", "--node-ip-address=127.0.0.1"], log)]
     try:
+        _wait_for_port(port, nodes[0], log_path)
+        nodes.append(_ray_node([f"--address=127.0.0.1:{port}", "--num-cpus=1", f"--temp-dir={dirs[1]}",
+                                "--node-ip-address=127.0.0.1"], log))
+        ray.init(address=f"127.0.0.1:{port}", log_to_driver=False, logging_level="WARNING")
+        deadline = time.monotonic() + 60
+        while len([n for n in ray.nodes() if n["Alive"]]) < 2:
+            assert time.monotonic() < deadline, f"the worker node did not join:\n{open(log_path).read()[-3000:]}"
+            time.sleep(0.2)
+        # the workers cannot import this test module: its prologues travel by value
+        ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
         yield ray
     finally:
-        ray.cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
-        ray.shutdown()
+        if ray.is_initialized():
+            ray.cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
+            ray.shutdown()
+        for node in reversed(nodes):
+            _stop(node)
+        log.close()
+        for d in dirs:
+            shutil.rmtree(d, ignore_errors=True)
+        if saved is None:
+            os.environ.pop("RAY_AUTH_MODE", None)
+        else:
+            os.environ["RAY_AUTH_MODE"] = saved
 
 
 @needs_ray
@@ -127,8 +205,12 @@ def test_ray_builds_what_the_local_path_builds_and_a_second_run_is_all_hits(tmp_
 
 
 def _note_task(folder: str, graph_name: str) -> None:
-    """A worker's prologue: leaves one file per task it runs (each in a process of Ray's choosing)."""
-    with open(os.path.join(folder, f"{graph_name}-{os.getpid()}-{time.monotonic_ns()}"), "x"):
+    """A worker's prologue: leaves one file per task it runs, named by the graph and the node the
+    scheduler placed it on."""
+    import ray
+
+    node = ray.get_runtime_context().get_node_id()
+    with open(os.path.join(folder, f"{graph_name}-{node}-{os.getpid()}-{time.monotonic_ns()}"), "x"):
         pass
 
 
@@ -150,6 +232,9 @@ def test_a_graph_staged_twice_is_one_task_on_the_cluster(tmp_path, monkeypatch, 
                               progress=False)
     tasks = sorted(p.name.split("-")[0] for p in ran.iterdir())
     assert len(tasks) == 2 and "site_c" in tasks, tasks
+    # two one-CPU tasks in flight at once on two one-CPU nodes: each node ran one
+    nodes = {p.name.split("-")[1] for p in ran.iterdir()}
+    assert len(nodes) == 2 and nodes <= {n["NodeID"] for n in local_ray.nodes()}, nodes
     assert sorted(g.cache_key for g in report.graphs) == sorted({first.key, other.key}), report.graphs
     assert all(g.ok and not g.cache_hit for g in report.graphs), report.graphs
     assert all(neff_cache().get(k) is not None for k in (first.key, other.key))
@@ -235,32 +320,6 @@ except ClusterLostError as exc:
 '''
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _ray_node(args: list[str], log) -> subprocess.Popen:
-    """`ray start ... --block` in a session of its own: the node's processes are one process group,
-    stopped together without touching any other Ray on the machine."""
-    ray_cli = os.path.join(os.path.dirname(sys.executable), "ray")
-    return subprocess.Popen([ray_cli, "start", "--block", "--disable-usage-stats", *args], stdout=log, stderr=subprocess.STDOUT,
-                            start_new_session=True)
-
-
-def _stop(node: subprocess.Popen) -> None:
-    import signal
-
-    try:
-        os.killpg(node.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    node.wait(timeout=30)
-
-
 @needs_ray
 @pytest.mark.slow
 def test_a_cluster_lost_mid_run_names_the_graphs_not_compiled_and_publishes_nothing_half(tmp_path, monkeypatch):
@@ -276,16 +335,15 @@ def test_a_cluster_lost_mid_run_names_the_graphs_not_compiled_and_publishes_noth
     monkeypatch.setenv("RAY_AUTH_MODE", "disabled")  # a throwaway cluster on the loopback
     log = open(tmp_path / "ray.log", "w")
     import shutil
-    import tempfile
 
-    ray_tmp = tempfile.mkdtemp(prefix="rt-", dir="/tmp")  # short: Ray's socket paths must fit in 107 bytes
+    ray_tmp, worker_tmp = _node_dir(), _node_dir()
     head = _ray_node(["--head", f"--port={port}", "--num-cpus=0", "--include-dashboard=false",
                       f"--temp-dir={ray_tmp}", "--node-ip-address=127.0.0.1"], log)
     worker = None
     try:
-        time.sleep(8)
-        assert head.poll() is None, open(tmp_path / "ray.log").read()[-3000:]
-        worker = _ray_node([f"--address=127.0.0.1:{port}", "--num-cpus=1", "--node-ip-address=127.0.0.1"], log)
+        _wait_for_port(port, head, tmp_path / "ray.log")
+        worker = _ray_node([f"--address=127.0.0.1:{port}", "--num-cpus=1", f"--temp-dir={worker_tmp}",
+                            "--node-ip-address=127.0.0.1"], log)
         monkeypatch.setenv("RAY_ADDRESS", f"127.0.0.1:{port}")
         driver = subprocess.Popen([sys.executable, "-c", _DRIVER, str(tmp_path / "staged")], stdout=subprocess.PIPE,
                                   stderr=subprocess.PIPE, text=True)
@@ -302,6 +360,7 @@ def test_a_cluster_lost_mid_run_names_the_graphs_not_compiled_and_publishes_noth
                 _stop(node)
         log.close()
         shutil.rmtree(ray_tmp, ignore_errors=True)
+        shutil.rmtree(worker_tmp, ignore_errors=True)
     result = __import__("json").loads(out.strip().splitlines()[-1])
     assert result["raised"] == "ClusterLostError", (out, err[-3000:])
     published = {k for k in constants if cache.get(k) is not None}
