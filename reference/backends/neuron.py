@@ -130,29 +130,15 @@ def compile_fx_graph(
         _reject_explicit_dynamic()
         return _PerShape(gm, seam=seam, request=request)  # compiled per shape under this request
     user_indices = _device.user_argument_indices(gm)
-    compiler_args = request.config
-    model_name = request.model_name
-    fallback = request.fallback
-
+    dynamo_name = f"{request.model_name}_dynamo"
     planned = seam.plans  # the seam serves under the default key: a graph may have a plan
     digest = (graph_digest or plan_cache.graph_digest(gm)) if planned else ""  # before the passes change it
-    fx_us = 0
-    eager_gm = gm
-    pass_identity = NO_PASSES
-    if request.enable_fx_passes:
-        start = time.perf_counter()
-        manager = get_default_pass_manager()
-        try:
-            gm = manager.run_passes(gm, ctx=PassContext(
-                graph_name=f"{model_name}_dynamo", target_device=request.target_device,
-                spmd_strict=request.settings.spmd_strict,
-            ))
-        except SPMDViolationError:  # a guard rail under the strict flag: never a fallback (docs/spmd.md)
-            raise
-        except NeuronBackendError as exc:  # a pass that fails is a compile failure like any other
-            return _eager_fallback(exc, eager_gm, fallback=fallback)
-        fx_us = int((time.perf_counter() - start) * 1e6)
-        pass_identity = manager.uuid()
+    try:
+        passed, fx_us, pass_identity = _fx_pass_stage(gm, request, dynamo_name)
+    except SPMDViolationError:  # a guard rail under the strict flag: never a fallback (docs/spmd.md)
+        raise
+    except NeuronBackendError as exc:  # a pass that fails is a compile failure like any other
+        return _eager_fallback(exc, gm, fallback=request.fallback)
 
     # A graph the seam serves under the default key may have an inference plan: then a warm start
     # skips AOT Autograd's trace, and every call its runtime wrapper (reference.backends.inference_plan).
@@ -160,38 +146,71 @@ def compile_fx_graph(
     if key is not None:
         try:
             served = inference_plan.serve_planned(
-                key, len(example_inputs), compiler_args=compiler_args, model_name=model_name, fx_passes_us=fx_us,
-                settings=request.settings,
+                key, len(example_inputs), compiler_args=request.config, model_name=request.model_name,
+                fx_passes_us=fx_us, settings=request.settings,
             )
         except NeuronBackendError as exc:
-            return _eager_fallback(exc, gm, fallback=fallback)
+            return _eager_fallback(exc, passed, fallback=request.fallback)
         if served is not None:
             call, compiled, plan = served
             _write_debug_artifacts(call.graph_name, plan.aten_code, compiled)
-            run = torch.compiler.disable(_with_fallback(call, gm, fallback=fallback), reason="a compiled neuron graph")
-            return _device.place(run, user_indices, graph_name=f"{model_name}_dynamo")
+            run = torch.compiler.disable(_with_fallback(call, passed, fallback=request.fallback),
+                                         reason="a compiled neuron graph")
+            return _device.place(run, user_indices, graph_name=dynamo_name)
 
-    made: list = []  # (plan, compiled graph, name) of each graph that needs no AOT runtime wrapper
+    compilers = _AtenCompilers(seam, request, len(example_inputs), (pass_identity, fx_us), key)
+    try:
+        compiled_fn = _aot(passed, example_inputs, compilers.forward, compilers.backward,
+                           nki_sdpa.decompositions(request.settings.nki_sdpa))
+    except NeuronBackendError as exc:
+        return _eager_fallback(exc, passed, fallback=request.fallback)
+    return _device.place(compilers.planned(passed, compiled_fn), user_indices, graph_name=dynamo_name)
 
-    def fw_compiler(aten_gm: torch.fx.GraphModule, _aten_inputs: list):
-        graph_name, graph_type = _next_graph_name(model_name)
-        aten_gm.meta[PASS_IDENTITY_META] = pass_identity  # the HLO cache keys on the pipeline that ran
-        compiled = seam.graph(aten_gm, graph_name=graph_name, request=request, fx_passes_us=fx_us)
-        plan = inference_plan.plan_for(aten_gm, len(example_inputs), graph_type, compiled) if planned else None
+
+def _fx_pass_stage(gm: torch.fx.GraphModule, request: CompileRequest, dynamo_name: str) -> tuple[torch.fx.GraphModule, int, str]:
+    """The FX pass stage when the request enables it: the graph after the default pipeline, the
+    stage's time (µs) and the pipeline's identity (the HLO cache keys on it); else ``gm`` as it is."""
+    if not request.enable_fx_passes:
+        return gm, 0, NO_PASSES
+    start = time.perf_counter()
+    manager = get_default_pass_manager()
+    passed = manager.run_passes(gm, ctx=PassContext(
+        graph_name=dynamo_name, target_device=request.target_device, spmd_strict=request.settings.spmd_strict,
+    ))
+    return passed, int((time.perf_counter() - start) * 1e6), manager.uuid()
+
+
+class _AtenCompilers:
+    """AOT Autograd's forward and backward compilers for one Dynamo graph under one request: each
+    ATen graph gets its name and goes to the seam; a forward the seam could plan is remembered, so
+    that a single inference graph runs without AOT Autograd's runtime wrapper (:meth:`planned`)."""
+
+    def __init__(self, seam: Seam, request: CompileRequest, n_inputs: int, passes: tuple[str, int], plan_key: str | None):
+        self.seam, self.request, self.n_inputs, self.plan_key = seam, request, n_inputs, plan_key
+        self.pass_identity, self.fx_us = passes
+        self.made: list = []  # (plan, compiled graph, name) of each graph that needs no AOT runtime wrapper
+
+    def forward(self, aten_gm: torch.fx.GraphModule, _aten_inputs: list):
+        request = self.request
+        graph_name, graph_type = _next_graph_name(request.model_name)
+        aten_gm.meta[PASS_IDENTITY_META] = self.pass_identity  # the HLO cache keys on the pipeline that ran
+        compiled = self.seam.graph(aten_gm, graph_name=graph_name, request=request, fx_passes_us=self.fx_us)
+        plan = inference_plan.plan_for(aten_gm, self.n_inputs, graph_type, compiled) if self.seam.plans else None
         if plan is not None:
-            made.append((plan, compiled, graph_name))
-            if key is not None:
-                inference_plan.record(key, plan, request.settings.cache)
+            self.made.append((plan, compiled, graph_name))
+            if self.plan_key is not None:
+                inference_plan.record(self.plan_key, plan, request.settings.cache)
         _write_debug_artifacts(graph_name, aten_gm.code, compiled)
-        return _with_fallback(compiled, aten_gm, fallback=fallback)
+        return _with_fallback(compiled, aten_gm, fallback=request.fallback)
 
-    def bw_compiler(aten_gm: torch.fx.GraphModule, _aten_inputs: list):
+    def backward(self, aten_gm: torch.fx.GraphModule, _aten_inputs: list):
         # Called while the forward compiles (see _aot): the backward graph is lowered now, so a
         # graph that cannot be trained is refused with its forward (and falls back with it); it is
         # built and loaded at its first backward(), so a forward under grad mode that never
         # calls backward() (evaluation without no_grad) pays for a lowering, not a compile.
-        graph_name, _ = _next_graph_name(model_name)
-        aten_gm.meta[PASS_IDENTITY_META] = pass_identity
+        request, seam, fx_us = self.request, self.seam, self.fx_us
+        graph_name, _ = _next_graph_name(request.model_name)
+        aten_gm.meta[PASS_IDENTITY_META] = self.pass_identity
         try:
             lower(aten_gm, graph_name=graph_name, settings=request.settings)  # the first backward() finds it in the HLO cache
         except LoweringError as exc:
@@ -202,19 +221,18 @@ def compile_fx_graph(
             _write_debug_artifacts(graph_name, aten_gm.code, compiled)
             return compiled
 
-        return _BackwardGraph(build, aten_gm, graph_name, fallback=fallback)
+        return _BackwardGraph(build, aten_gm, graph_name, fallback=request.fallback)
 
-    try:
-        compiled_fn = _aot(gm, example_inputs, fw_compiler, bw_compiler, nki_sdpa.decompositions(request.settings.nki_sdpa))
-    except NeuronBackendError as exc:
-        return _eager_fallback(exc, gm, fallback=fallback)
-    if len(made) == 1:  # one inference graph whose wrapper would only copy mutated inputs back
-        plan, compiled, graph_name = made[0]
-        compiled_fn = torch.compiler.disable(
-            _with_fallback(inference_plan.PlannedCall(compiled, plan, graph_name), gm, fallback=fallback),
+    def planned(self, gm: torch.fx.GraphModule, compiled_fn: Callable) -> Callable:
+        """``compiled_fn``, or, for one inference graph whose AOT wrapper would only copy mutated
+        inputs back, that graph under its plan."""
+        if len(self.made) != 1:
+            return compiled_fn
+        plan, compiled, graph_name = self.made[0]
+        return torch.compiler.disable(
+            _with_fallback(inference_plan.PlannedCall(compiled, plan, graph_name), gm, fallback=self.request.fallback),
             reason="a compiled neuron graph",
         )
-    return _device.place(compiled_fn, user_indices, graph_name=f"{model_name}_dynamo")
 
 
 def _thresholds() -> dict[str, int]:
