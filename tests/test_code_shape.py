@@ -71,7 +71,6 @@ TOO_LONG_STILL = {
     ("reference/flows/staged_build.py", "parallel_compile"),
     ("reference/pipeline.py", "build"),
     ("reference/spmd/split.py", "split_at_collectives"),
-    ("conformance/reporting/report.py", "render_markdown"),
 }
 
 

@@ -147,6 +147,63 @@ def _contract(test_id: str) -> str:
     return Path(test_id.split("::", 1)[0]).stem.removeprefix("test_")
 
 
+def _problem_lines(summary: dict, lines: list[str]) -> None:
+    """Failures and fallbacks, by contract, the worst outcome first."""
+    problems = [x for x in summary["tests"] if x["outcome"] in PROBLEMS]
+    lines += ["", f"## Failures and fallbacks ({len(problems)})", ""]
+    if not problems:
+        lines.append("None: every test that ran passed, was skipped with a reason, or failed as expected.")
+    by_contract: dict[str, list[dict]] = {}
+    for x in problems:
+        by_contract.setdefault(_contract(x["id"]), []).append(x)
+    for contract, tests in sorted(by_contract.items()):
+        lines += [f"### {contract} ({len(tests)})", ""]
+        for x in sorted(tests, key=lambda x: (PROBLEMS.index(x["outcome"]), x["id"])):
+            reason = _first_line(x["message"]) or x["outcome"]
+            if x["outcome"] == FELL_BACK:
+                reason = reason.removeprefix("fell back: ")
+            name = x["id"].partition("::")[2] or f"{x['id']} (the module, at collection)"
+            lines.append(f"- **{x['outcome']}** `{name}`: {reason}")
+        lines.append("")
+    if lines[-1] == "":
+        lines.pop()
+
+
+def _skip_lines(summary: dict, lines: list[str]) -> None:
+    """The skips, grouped by their reason."""
+    skipped = [x for x in summary["tests"] if x["outcome"] == "skipped"]
+    if skipped:
+        reasons: dict[str, list[str]] = {}
+        for x in skipped:
+            reasons.setdefault(_first_line(x["message"], 200) or "(no reason given)", []).append(x["id"])
+        lines += ["", f"## Skips by reason ({len(skipped)})", "", "| tests | reason | which |", "|---:|---|---|"]
+        for reason, ids in sorted(reasons.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+            shown = ", ".join(f"`{i}`" for i in sorted(ids)[:SKIP_TESTS_LISTED])
+            more = f" and {len(ids) - SKIP_TESTS_LISTED} more" if len(ids) > SKIP_TESTS_LISTED else ""
+            lines.append(f"| {len(ids)} | {reason} | {shown}{more} |")
+
+
+def _contract_and_support_lines(summary: dict, lines: list[str]) -> None:
+    """Totals per contract, then the support matrix's general and Neuron rows."""
+    lines += ["", "## Totals per contract", "", "| contract | " + " | ".join(OUTCOMES) + " |",
+              "|---|" + "---:|" * len(OUTCOMES)]
+    for name, c in summary["contracts"].items():
+        lines.append(f"| {name} | " + " | ".join(str(c.get(o, 0)) for o in OUTCOMES) + " |")
+    if summary["support"]:
+        general = [r for r in summary["support"] if r["table"] not in _support.NEURON_TABLES]
+        neuron = [r for r in summary["support"] if r["table"] in _support.NEURON_TABLES]
+        for title, rows in (("Support matrix: general rows", general),
+                            ("Support matrix: Neuron-specific rows", neuron)):
+            if not rows:
+                continue
+            lines += ["", f"## {title}", "", "| table | row | observed | declared | evidence | notes |",
+                      "|---|---|---|---|---|---|"]
+            for r in rows:
+                flag = "" if r["declared"] in (None, r["status"]) else " ⚠"
+                lines.append(f"| {r['table']} | `{r['row']}` | {r['status']}{flag} | {r['declared'] or '—'} | "
+                             f"{_support.evidence_cell(r.get('evidence'))} | {_cell(r['notes'], 160)} |")
+
+
 def render_markdown(summary: dict, chart_file: str | None = None) -> str:
     """``summary.md``: what needs attention first (failures and fallbacks by contract, one line
     each), then the skips by reason, the totals, the support matrix (general rows, then the
@@ -171,53 +228,9 @@ def render_markdown(summary: dict, chart_file: str | None = None) -> str:
         lines += ["", "Seed statements (spec-coverage.md has each one):", "",
                   *_spec.totals_lines({"seeds": summary["spec_coverage"]})]
 
-    problems = [x for x in summary["tests"] if x["outcome"] in PROBLEMS]
-    lines += ["", f"## Failures and fallbacks ({len(problems)})", ""]
-    if not problems:
-        lines.append("None: every test that ran passed, was skipped with a reason, or failed as expected.")
-    by_contract: dict[str, list[dict]] = {}
-    for x in problems:
-        by_contract.setdefault(_contract(x["id"]), []).append(x)
-    for contract, tests in sorted(by_contract.items()):
-        lines += [f"### {contract} ({len(tests)})", ""]
-        for x in sorted(tests, key=lambda x: (PROBLEMS.index(x["outcome"]), x["id"])):
-            reason = _first_line(x["message"]) or x["outcome"]
-            if x["outcome"] == FELL_BACK:
-                reason = reason.removeprefix("fell back: ")
-            name = x["id"].partition("::")[2] or f"{x['id']} (the module, at collection)"
-            lines.append(f"- **{x['outcome']}** `{name}`: {reason}")
-        lines.append("")
-    if lines[-1] == "":
-        lines.pop()
-
-    skipped = [x for x in summary["tests"] if x["outcome"] == "skipped"]
-    if skipped:
-        reasons: dict[str, list[str]] = {}
-        for x in skipped:
-            reasons.setdefault(_first_line(x["message"], 200) or "(no reason given)", []).append(x["id"])
-        lines += ["", f"## Skips by reason ({len(skipped)})", "", "| tests | reason | which |", "|---:|---|---|"]
-        for reason, ids in sorted(reasons.items(), key=lambda kv: (-len(kv[1]), kv[0])):
-            shown = ", ".join(f"`{i}`" for i in sorted(ids)[:SKIP_TESTS_LISTED])
-            more = f" and {len(ids) - SKIP_TESTS_LISTED} more" if len(ids) > SKIP_TESTS_LISTED else ""
-            lines.append(f"| {len(ids)} | {reason} | {shown}{more} |")
-
-    lines += ["", "## Totals per contract", "", "| contract | " + " | ".join(OUTCOMES) + " |",
-              "|---|" + "---:|" * len(OUTCOMES)]
-    for name, c in summary["contracts"].items():
-        lines.append(f"| {name} | " + " | ".join(str(c.get(o, 0)) for o in OUTCOMES) + " |")
-    if summary["support"]:
-        general = [r for r in summary["support"] if r["table"] not in _support.NEURON_TABLES]
-        neuron = [r for r in summary["support"] if r["table"] in _support.NEURON_TABLES]
-        for title, rows in (("Support matrix: general rows", general),
-                            ("Support matrix: Neuron-specific rows", neuron)):
-            if not rows:
-                continue
-            lines += ["", f"## {title}", "", "| table | row | observed | declared | evidence | notes |",
-                      "|---|---|---|---|---|---|"]
-            for r in rows:
-                flag = "" if r["declared"] in (None, r["status"]) else " ⚠"
-                lines.append(f"| {r['table']} | `{r['row']}` | {r['status']}{flag} | {r['declared'] or '—'} | "
-                             f"{_support.evidence_cell(r.get('evidence'))} | {_cell(r['notes'], 160)} |")
+    _problem_lines(summary, lines)
+    _skip_lines(summary, lines)
+    _contract_and_support_lines(summary, lines)
     slow = sorted(summary["tests"], key=lambda x: -x["duration"])[:SLOWEST]
     if slow:
         lines += ["", f"## Slowest {len(slow)} tests", "", "| test | seconds | outcome |", "|---|---:|---|"]
