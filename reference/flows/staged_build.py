@@ -242,6 +242,22 @@ def parallel_compile(
     settings = BuildSettings.from_env()  # this build's request: read once, every child builds under it
     chosen = resolve_executor(executor)  # before anything is read or compiled: a bad name fails first
     ensure_default_handler()  # the children's "still compiling" lines
+    staged = _read_checked(cache_dir, checks)
+    workers = workers or max(1, os.cpu_count() or 1)
+    records, by_key = _keyed(staged, base_compiler_args)
+    running = min(workers, max(1, len(by_key)))
+    printer = Progress() if progress is True else (progress or None)
+    results = _build_each(by_key, records, settings, chosen, running, timeout, printer)
+    for rec in records:
+        _apply(rec, results[rec.cache_key])
+    report = CompileReport(records, workers=workers, wall_s=time.monotonic() - start)
+    if raise_on_error and report.failures:
+        raise ParallelCompileError(report)
+    return report
+
+
+def _read_checked(cache_dir: str | os.PathLike, checks: Iterable[StagedCheck]) -> list[StagedGraph]:
+    """The entries staged under ``cache_dir``, after each check has seen them grouped by graph name."""
     if not os.path.isdir(cache_dir):
         # a typo in a staging path would otherwise build nothing and show up only as cache misses
         raise FlowDirectoryError(
@@ -250,27 +266,34 @@ def parallel_compile(
             "give the directory parallel_trace or the capture seam staged the graphs into",
         )
     staged = read_staged(cache_dir)
-    workers = workers or max(1, os.cpu_count() or 1)
     groups: dict[str, list[StagedGraph]] = {}
     for entry in staged:
         groups.setdefault(entry.graph_name, []).append(entry)
     for check in checks:
         check(groups)
+    return staged
 
+
+def _keyed(staged: list[StagedGraph], base_compiler_args: Sequence[str] | None):
+    """One record per staged entry, and each distinct cache key's first entry with its parsed
+    configuration (the key here, the build in the child or the task)."""
     records: list[CompiledGraphRecord] = []
     by_key: dict[str, tuple[StagedGraph, CompilerConfig]] = {}
     for entry in staged:
         config, source = staged_config(entry, base_compiler_args)  # parsed once: the key here, the build in the child
-        args = list(config)
         lowering = staged_lowering(entry)
         key, _ = cache_key(
             lowering.graph, config, replica_groups=lowering.replica_groups, key_policy=staged_key_policy(entry)
         )
-        records.append(CompiledGraphRecord(entry.graph_name, entry.key, key, args, source))
+        records.append(CompiledGraphRecord(entry.graph_name, entry.key, key, list(config), source))
         by_key.setdefault(key, (entry, config))
+    return records, by_key
 
+
+def _build_each(by_key, records, settings, chosen, running, timeout, printer) -> dict[str, ChildOutcome]:
+    """Each distinct key built once, in forked children or by ``chosen`` (a Ray executor); the
+    outcome per key. Progress is printed as each one ends."""
     keys = list(by_key)
-    running = min(workers, max(1, len(keys)))
     one_thread = running > 1 and running >= (os.cpu_count() or 1)
     tasks = [
         (f"graph {by_key[k][0].graph_name!r} (key {k})",
@@ -278,17 +301,14 @@ def parallel_compile(
         for k in keys
     ]
     results: dict[str, ChildOutcome] = {}
-    finished = [0]
-    printer = Progress() if progress is True else (progress or None)
 
     def done(i: int, outcome: ChildOutcome) -> None:
         key = keys[i]
         results[key] = outcome
-        finished[0] += 1
         if printer:
             rec = next(r for r in records if r.cache_key == key)
             _apply(rec, outcome)
-            printer(finished[0], len(keys), rec, outcome.wall_s)
+            printer(len(results), len(keys), rec, outcome.wall_s)
 
     if chosen is None:
         outcomes = run_forked(tasks, workers=running, timeout=timeout, on_done=done)
@@ -298,12 +318,7 @@ def parallel_compile(
     for outcome in outcomes:
         if isinstance(outcome.exception, SPMDViolationError):
             reraise(outcome)
-    for rec in records:
-        _apply(rec, results[rec.cache_key])
-    report = CompileReport(records, workers=workers, wall_s=time.monotonic() - start)
-    if raise_on_error and report.failures:
-        raise ParallelCompileError(report)
-    return report
+    return results
 
 
 def _apply(rec: CompiledGraphRecord, outcome: ChildOutcome) -> None:
