@@ -453,6 +453,21 @@ class ModelRunner:
             fv["context_lens"][:requests].copy_(context_lens),
         )
 
+    def _check_step(self, bs: int, rows: int, query_lens, num_tokens_across_dp) -> None:
+        """A step's counts agree with each other: this rank's rows at its index of the DP group's
+        counts, and the prefill's query lengths summing to its rows over its requests."""
+        if num_tokens_across_dp is not None:
+            if len(num_tokens_across_dp) != self.dp_size or num_tokens_across_dp[self.rank] != rows:
+                raise ConfigError(
+                    "num_tokens_across_dp",
+                    f"{list(num_tokens_across_dp)} does not hold {self.dp_size} ranks' counts with this rank's "
+                    f"{rows} rows at index {self.rank}",
+                )
+        if query_lens is not None and (int(query_lens.sum()) != rows or len(query_lens) != bs):
+            raise ConfigError(
+                "query_lens", f"gives {len(query_lens)} requests of {int(query_lens.sum())} rows for a step of {bs} requests and {rows} rows"
+            )
+
     def execute(
         self,
         input_ids: torch.Tensor,
@@ -476,17 +491,7 @@ class ModelRunner:
         """
         bs = int(context_lens.shape[0])
         rows = int(input_ids.shape[0])
-        if num_tokens_across_dp is not None:
-            if len(num_tokens_across_dp) != self.dp_size or num_tokens_across_dp[self.rank] != rows:
-                raise ConfigError(
-                    "num_tokens_across_dp",
-                    f"{list(num_tokens_across_dp)} does not hold {self.dp_size} ranks' counts with this rank's "
-                    f"{rows} rows at index {self.rank}",
-                )
-        if query_lens is not None and (int(query_lens.sum()) != rows or len(query_lens) != bs):
-            raise ConfigError(
-                "query_lens", f"gives {len(query_lens)} requests of {int(query_lens.sum())} rows for a step of {bs} requests and {rows} rows"
-            )
+        self._check_step(bs, rows, query_lens, num_tokens_across_dp)
         mode = self.decide(bs, rows, is_prefill=is_prefill, num_tokens_across_dp=num_tokens_across_dp)
         padded_rows = 0
         if mode.replays and mode.running_tokens > rows:
