@@ -10,26 +10,55 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 
 import conformance
+from conformance.harness.forkserver import ForkServer, start_module
 from conformance.harness.implementation import CAPABILITIES
 
 REPO = Path(conformance.__file__).resolve().parent.parent
 
 
-def _run(project: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+# What each run's process starts with: the pytest runs fork from a server that has imported torch
+# and Dynamo (conformance/harness/forkserver.py; about 3 s of each run's start), one per module and
+# xdist worker; nothing of the suite or the implementation is imported before the run.
+PRELOAD = ("torch", "torch._dynamo")
+_server: ForkServer | None = None
+
+
+def _env(project: Path | None, extra: dict | None = None) -> dict[str, str]:
     # A clean slate: nothing a surrounding run of the suite may have set (its scratch caches).
     dropped = ("CONFORMANCE_", "PYTEST_XDIST", "TORCH_NEURONX_", "NEURON_")
     full_env = {k: v for k, v in os.environ.items() if not k.startswith(dropped)}
-    full_env["PYTHONPATH"] = os.pathsep.join([str(REPO), str(project)])
-    full_env.update(env or {})
-    cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:xdist", "-o", "addopts=", "-q", "-rsx", *args]
-    return subprocess.run(cmd, cwd=project, env=full_env, capture_output=True, text=True, timeout=600)
+    full_env["PYTHONPATH"] = os.pathsep.join([str(REPO), *([str(project)] if project else [])])
+    full_env.update(extra or {})
+    return full_env
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _fork_server():
+    global _server
+    with ForkServer(PRELOAD, env=_env(None), interpreters=1) as _server:
+        yield
+    _server = None
+
+
+def _run(project: Path, *args: str, env: dict | None = None, fresh: bool = False) -> subprocess.CompletedProcess:
+    """``python -m pytest ARGS`` in ``project``, forked from the module's server unless ``fresh``
+    (a run that must not start with torch imported) or ``env`` sets what the server read at start."""
+    args = ["-p", "no:cacheprovider", "-p", "no:xdist", "-o", "addopts=", "-q", "-rsx", *args]
+    out, err = project.parent / f"{project.name}.out", project.parent / f"{project.name}.err"  # beside, not in, the project
+    proc = start_module("pytest", args, env=_env(project, env), log=str(out), err_log=str(err), cwd=str(project),
+                        server=None if fresh else _server)
+    try:
+        proc.wait(timeout=600)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        raise
+    return subprocess.CompletedProcess(args, proc.returncode, out.read_text(errors="replace"), err.read_text(errors="replace"))
 
 
 # In the fake adapters: a member of a capability group that raises NotSupported.
@@ -69,7 +98,7 @@ def test_the_plugin_is_inert_in_a_project_that_does_not_run_the_suite(tmp_path):
             assert not str(hypothesis.settings._current_profile).startswith("conformance")
             assert "impl" not in request.fixturenames and not request.node.user_properties
         """))
-    proc = _run(tmp_path, "--strict-markers", "test_plain.py")
+    proc = _run(tmp_path, "--strict-markers", "test_plain.py", fresh=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert not (tmp_path / "reports").exists()
 

@@ -103,6 +103,15 @@ def test_an_exception_in_the_module_exits_1_with_its_traceback_in_the_log(server
     assert "ValueError: the module raised" in log.read_text()
 
 
+def test_standard_error_goes_to_its_own_file_when_asked(server, tmp_path):
+    out, err = tmp_path / "raise.out", tmp_path / "raise.err"
+    assert server.spawn("fs_child", ["raise"], env=_env(server), log=str(out), err_log=str(err)).wait(timeout=60) == 1
+    assert "ValueError: the module raised" in err.read_text()
+    assert "ValueError" not in out.read_text()
+    assert server.spawn("fs_child", ["report"], env=_env(server), log=str(out), err_log=str(err)).wait(timeout=60) == 0
+    assert '"argv": ["report"]' in out.read_text() and '"argv"' not in err.read_text()
+
+
 def test_kill_reaches_the_child_and_what_it_started(server, tmp_path):
     pidfile = tmp_path / "grandchild.pid"
     proc = server.spawn("fs_child", ["grandchild", str(pidfile)], env=_env(server), log=str(tmp_path / "gc.log"))

@@ -62,16 +62,18 @@ def needs_fresh_interpreter(env: Mapping[str, str], server_env: Mapping[str, str
 
 
 def start_module(module: str, args: Sequence[str], *, env: Mapping[str, str], log: str, cwd: str | None = None,
-                 server: "ForkServer | None" = None) -> "subprocess.Popen | ForkedProcess":
+                 server: "ForkServer | None" = None, err_log: str | None = None) -> "subprocess.Popen | ForkedProcess":
     """``python -m module *args`` as a process of its own (its own session; standard output and
-    error written to the file ``log``): forked from ``server`` when there is one and ``env`` allows
-    it (:func:`needs_fresh_interpreter`), a fresh interpreter otherwise."""
+    error written to the file ``log``, standard error to ``err_log`` instead when given): forked
+    from ``server`` when there is one and ``env`` allows it (:func:`needs_fresh_interpreter`), a
+    fresh interpreter otherwise."""
+    for path in filter(None, (log, err_log)):
+        open(path, "wb").close()
     if server is not None and not needs_fresh_interpreter(env, server.env):
-        open(log, "wb").close()
-        return server.spawn(module, args, env=env, log=log, cwd=cwd)
-    with open(log, "wb") as out:
+        return server.spawn(module, args, env=env, log=log, cwd=cwd, err_log=err_log)
+    with open(log, "ab") as out, open(err_log or os.devnull, "ab") as err:
         return subprocess.Popen([sys.executable, "-m", module, *args], env=dict(env), cwd=cwd, stdout=out,
-                                stderr=subprocess.STDOUT, start_new_session=True)
+                                stderr=err if err_log else subprocess.STDOUT, start_new_session=True)
 
 
 class ForkServerError(RuntimeError):
@@ -232,11 +234,13 @@ class ForkServer:
         return [s for s in self._seeds if s is not None]
 
     def spawn(self, module: str, args: Sequence[str], *, env: Mapping[str, str], log: str,
-              cwd: str | None = None) -> ForkedProcess:
+              cwd: str | None = None, err_log: str | None = None) -> ForkedProcess:
         """Fork a child that runs ``python -m module *args`` with exactly ``env`` as its environment,
-        in ``cwd`` (default: the server's), standard output and error appended to the file ``log``,
-        standard input from /dev/null, in a session of its own; from the next server process in turn."""
-        request = {"module": module, "args": list(args), "env": dict(env), "log": str(log), "cwd": cwd}
+        in ``cwd`` (default: the server's), standard output and error appended to the file ``log``
+        (standard error to ``err_log`` instead when given), standard input from /dev/null, in a
+        session of its own; from the next server process in turn."""
+        request = {"module": module, "args": list(args), "env": dict(env), "log": str(log), "cwd": cwd,
+                   "err_log": None if err_log is None else str(err_log)}
         with self._lock:
             if self._closed:
                 raise ForkServerError("the fork server was closed; start another to spawn more children")
@@ -277,12 +281,13 @@ def _run_child(request: dict, protocol_fds: Sequence[int]) -> None:
             os.close(fd)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         out = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        err = os.open(request["err_log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644) if request.get("err_log") else out
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
         os.dup2(out, 1)
-        os.dup2(out, 2)
-        os.close(out)
-        os.close(null)
+        os.dup2(err, 2)
+        for fd in {out, err, null}:
+            os.close(fd)
         if request.get("cwd"):
             os.chdir(request["cwd"])
         os.environ.clear()
