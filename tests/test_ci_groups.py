@@ -11,6 +11,7 @@ once whole and once as two groups through pytest-split's command line, and join 
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -22,6 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 import ci_groups  # noqa: E402
 
+from conformance.harness.forkserver import ForkServer, run_module  # noqa: E402
 from conformance.reporting import merge  # noqa: E402
 
 # The module fixture runs pytest three times: --dist=loadgroup keeps the module on one xdist worker.
@@ -71,10 +73,9 @@ def test_check_names_a_lost_and_a_doubled_test():
     assert problems == ["b is in group 1 and group 2", "c is in no group"]
 
 
-def _run(args: list[str], report_dir: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "pytest", *SMALL, "-q", "-n", "0", "-p", "no:randomly",
-                           "--conformance-report-dir", str(report_dir), *args],
-                          cwd=ROOT, capture_output=True, text=True, timeout=600)
+def _run(server: ForkServer, args: list[str], report_dir: Path) -> subprocess.CompletedProcess:
+    return run_module("pytest", [*SMALL, "-q", "-n", "0", "-p", "no:randomly", "--conformance-report-dir", str(report_dir), *args],
+                      env=dict(os.environ), cwd=str(ROOT), server=server)
 
 
 @pytest.fixture(scope="module")
@@ -82,10 +83,12 @@ def runs(tmp_path_factory):
     """``SMALL`` run whole and as groups 1 and 2 of 2 (pytest-split's command line, even split)."""
     base = tmp_path_factory.mktemp("split-runs")
     out = {}
-    for name, args in (("whole", []), ("g1", ["--splits", "2", "--group", "1"]), ("g2", ["--splits", "2", "--group", "2"])):
-        proc = _run(args, base / name)
-        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-        out[name] = base / name / "reference" / "default"
+    # the three runs fork from one interpreter that has imported torch and Dynamo (about 3 s a run)
+    with ForkServer(("torch", "torch._dynamo"), env=dict(os.environ), interpreters=1) as server:
+        for name, args in (("whole", []), ("g1", ["--splits", "2", "--group", "1"]), ("g2", ["--splits", "2", "--group", "2"])):
+            proc = _run(server, args, base / name)
+            assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+            out[name] = base / name / "reference" / "default"
     return out
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 import conformance
-from conformance.harness.forkserver import ForkServer, start_module
+from conformance.harness.forkserver import ForkServer, run_module
 from conformance.harness.implementation import CAPABILITIES
 
 REPO = Path(conformance.__file__).resolve().parent.parent
@@ -50,15 +50,7 @@ def _run(project: Path, *args: str, env: dict | None = None, fresh: bool = False
     """``python -m pytest ARGS`` in ``project``, forked from the module's server unless ``fresh``
     (a run that must not start with torch imported) or ``env`` sets what the server read at start."""
     args = ["-p", "no:cacheprovider", "-p", "no:xdist", "-o", "addopts=", "-q", "-rsx", *args]
-    out, err = project.parent / f"{project.name}.out", project.parent / f"{project.name}.err"  # beside, not in, the project
-    proc = start_module("pytest", args, env=_env(project, env), log=str(out), err_log=str(err), cwd=str(project),
-                        server=None if fresh else _server)
-    try:
-        proc.wait(timeout=600)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        raise
-    return subprocess.CompletedProcess(args, proc.returncode, out.read_text(errors="replace"), err.read_text(errors="replace"))
+    return run_module("pytest", args, env=_env(project, env), cwd=str(project), server=None if fresh else _server)
 
 
 # In the fake adapters: a member of a capability group that raises NotSupported.

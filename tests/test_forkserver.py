@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from conformance.harness.forkserver import ForkedProcess, ForkServer, ForkServerError, needs_fresh_interpreter, start_module
+from conformance.harness.forkserver import (ForkedProcess, ForkServer, ForkServerError, needs_fresh_interpreter, run_module,
+                                           start_module)
 
 CHILD = '''
 import json, os, subprocess, sys, time
@@ -110,6 +111,22 @@ def test_standard_error_goes_to_its_own_file_when_asked(server, tmp_path):
     assert "ValueError" not in out.read_text()
     assert server.spawn("fs_child", ["report"], env=_env(server), log=str(out), err_log=str(err)).wait(timeout=60) == 0
     assert '"argv": ["report"]' in out.read_text() and '"argv"' not in err.read_text()
+
+
+@pytest.mark.parametrize("forked", [True, False], ids=["forked", "fresh"])
+def test_run_module_returns_status_and_both_streams_and_kills_a_run_past_its_timeout(server, tmp_path, forked):
+    srv = server if forked else None
+    done = run_module("fs_child", ["raise"], env=_env(server), cwd=str(tmp_path), server=srv)
+    assert done.returncode == 1 and "ValueError: the module raised" in done.stderr and done.stdout == ""
+    start = time.monotonic()
+    with pytest.raises(subprocess.TimeoutExpired):
+        run_module("fs_child", ["grandchild", str(tmp_path / f"gc-{forked}.pid")], env=_env(server), server=srv, timeout=2)
+    assert time.monotonic() - start < 30
+    grandchild = int((tmp_path / f"gc-{forked}.pid").read_text())
+    deadline = time.monotonic() + 10
+    while _alive(grandchild) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(grandchild), "what the timed-out run started outlived it"
 
 
 def test_kill_reaches_the_child_and_what_it_started(server, tmp_path):

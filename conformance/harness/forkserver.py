@@ -76,6 +76,30 @@ def start_module(module: str, args: Sequence[str], *, env: Mapping[str, str], lo
                                 stderr=err if err_log else subprocess.STDOUT, start_new_session=True)
 
 
+def run_module(module: str, args: Sequence[str], *, env: Mapping[str, str], cwd: str | None = None,
+               server: "ForkServer | None" = None, timeout: float = 600) -> subprocess.CompletedProcess:
+    """:func:`start_module` run to its end, as ``subprocess.run(..., capture_output=True, text=True)``
+    would: the exit status and the text of its standard output and error. A run still going after
+    ``timeout`` seconds is killed (with what it started) and :class:`subprocess.TimeoutExpired` raised."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="run-module-") as logs:
+        out, err = os.path.join(logs, "stdout"), os.path.join(logs, "stderr")
+        proc = start_module(module, args, env=env, log=out, err_log=err, cwd=cwd, server=server)
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            if isinstance(proc, ForkedProcess):
+                proc.kill()
+            else:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            raise
+        with open(out, errors="replace") as fo, open(err, errors="replace") as fe:
+            return subprocess.CompletedProcess([module, *args], proc.returncode, fo.read(), fe.read())
+
+
 class ForkServerError(RuntimeError):
     """The server could not start (a preload failed) or died; the message has its output."""
 
