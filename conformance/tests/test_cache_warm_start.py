@@ -28,15 +28,22 @@ pytestmark = pytest.mark.xdist_group("cache_warm_start")
 
 
 @pytest.fixture(scope="module")
-def cold_then_warm(impl, pytestconfig, tmp_path_factory, expected):
+def cold(impl, pytestconfig, tmp_path_factory):
+    """A cache warmed by one process, forked from the module's server (whose hash seed is drawn at
+    random: conformance/harness/forkserver.py)."""
     tmp = tmp_path_factory.mktemp("warmstart")
     root = tmp / "cache"
-    spec = _spec(pytestconfig)
-    cold = Child(spec, {**impl.cache().env(str(root)), "PYTHONHASHSEED": "1"}, tmp / "cold.json").result()
-    cwd = tmp / "elsewhere"
-    cwd.mkdir()
-    warm = Child(spec, {**impl.cache().env(str(root)), "PYTHONHASHSEED": "4242"}, tmp / "warm.json", cwd=str(cwd)).result()
-    return root, cold, warm
+    return root, Child(_spec(pytestconfig), impl.cache().env(str(root)), tmp / "cold.json").result()
+
+
+@pytest.fixture(scope="module")
+def cold_then_warm(impl, pytestconfig, cold, tmp_path_factory):
+    """...and a fresh interpreter (hash seed 4242, another working directory) on that cache."""
+    root, cold_run = cold
+    cwd = tmp_path_factory.mktemp("elsewhere")
+    warm = Child(_spec(pytestconfig), {**impl.cache().env(str(root)), "PYTHONHASHSEED": "4242"}, cwd / "warm.json",
+                 cwd=str(cwd)).result()
+    return root, cold_run, warm
 
 
 @pytest.mark.spec("001.cache.reused-across-runs", "001.cache.neff-cache-dir", "001.cache.three-layers")
@@ -80,11 +87,11 @@ def test_assert_cache_hit_names_the_graph_key_on_a_miss(impl, pytestconfig, tmp_
     assert impl.cache().keys(str(root)) == []
 
 
-def test_a_changed_fx_pass_pipeline_lowers_again(impl, pytestconfig, cold_then_warm, tmp_path, expected):
+def test_a_changed_fx_pass_pipeline_lowers_again(impl, pytestconfig, cold, tmp_path, expected):
     """The HLO cache keys on the FX pass pipeline that ran: a fresh process on the warm cache with
     the pass stage switched off (``enable_fx_passes=False``) lowers again instead of reusing text
     lowered after the default passes."""
-    src, cold, _ = cold_then_warm
+    src, cold = cold
     if cold.get("lowerings") is None:
         pytest.skip("the implementation does not report lowerings")
     root = tmp_path / "cache"
