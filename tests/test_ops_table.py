@@ -140,3 +140,26 @@ def test_indices_of_equal_elements_in_another_order_are_right_where_torch_leaves
     topk_sample = SimpleNamespace(input=x.float(), args=(2, 1), kwargs={})
     assert opinfo.ties_reordered("topk", topk_sample, (torch.gather(x.float(), 1, picked), picked), top)
     assert not opinfo.ties_reordered("topk", topk_sample, (top[0], torch.tensor([[0, 0], [1, 0]])), top)
+
+
+def test_the_command_line_compares_two_runs_writes_a_table_and_clears_the_verdicts(tmp_path, capsys):
+    """`python -m conformance.reporting.ops_table` as docs/adapter.md tells a team to use it."""
+    before, after = tmp_path / "before.json", tmp_path / "after.json"
+    before.write_text(json.dumps(ops_table.build([_row("add", "float32", "matches"), _row("mul", "int64", "matches")], "x")))
+    after.write_text(json.dumps(ops_table.build([_row("add", "float32", "wrong", "1 of 4 elements differ"),
+                                                 _row("mul", "int64", "matches")], "x")))
+    assert ops_table.main(["--compare", str(before), str(after)]) == 1
+    out = capsys.readouterr().out
+    assert "add float32: before matches, after wrong (1 of 4 elements differ)" in out
+    assert "ops-table: 1 row(s) changed verdict" in out and "mul" not in out.split("ops-table:")[0]
+    assert ops_table.main(["--compare", str(before), str(before)]) == 0
+    assert "0 row(s) changed verdict" in capsys.readouterr().out
+
+    report = tmp_path / "reference" / "ops"
+    ops_table.record(report, opinfo.Verdict("add", "float32", "matches"))
+    ops_table.record(report, opinfo.Verdict("neg", "bool", "error", "RuntimeError: no"))
+    assert ops_table.main(["--report-dir", str(report)]) == 0
+    assert "ops-table: reference: 2 entries, 2 rows, wrong 0, error 1," in capsys.readouterr().out
+    assert json.loads((report / "ops.json").read_text())["counts"]["error"] == 1 and (report / "ops.md").is_file()
+    assert ops_table.main(["--report-dir", str(report), "--clear"]) == 0
+    assert not (report / ops_table.VERDICT_DIR).exists() and (report / "ops.json").is_file()
