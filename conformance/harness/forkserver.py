@@ -41,6 +41,7 @@ import select
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 from typing import Mapping, Sequence
 
@@ -81,8 +82,6 @@ def run_module(module: str, args: Sequence[str], *, env: Mapping[str, str], cwd:
     """:func:`start_module` run to its end, as ``subprocess.run(..., capture_output=True, text=True)``
     would: the exit status and the text of its standard output and error. A run still going after
     ``timeout`` seconds is killed (with what it started) and :class:`subprocess.TimeoutExpired` raised."""
-    import tempfile
-
     with tempfile.TemporaryDirectory(prefix="run-module-") as logs:
         out, err = os.path.join(logs, "stdout"), os.path.join(logs, "stderr")
         proc = start_module(module, args, env=env, log=out, err_log=err, cwd=cwd, server=server)
