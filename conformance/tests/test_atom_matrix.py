@@ -20,8 +20,9 @@ two ranks replays one token bucket on both, and TBO decode splits buckets and ru
 split eagerly. ``use_cudagraph=False`` captures nothing in every cell. An exception inside a step
 leaves no forward context behind.
 
-Cost: each (level, compiler) cell compiles its model once and shares it across the five modes, in
-a module fixture per cell, all on one xdist worker; a run of level-0 tests compiles nothing. Level
+Cost: each (level, compiler) cell builds its model once and shares it across the five modes, in
+a module fixture per cell, all on one xdist worker; a mode runs when a test first reads it, so a
+run of one test pays for one mode, and a run of level-0 tests compiles nothing. Level
 2 with the implementation's own compiler is left out: it compiles the whole graph, custom attention
 op included, and the reference's lowering has no rule for a custom op (docs/atom.md).
 """
@@ -134,30 +135,50 @@ class _Quiet:
 CELL_IDS = {(0, True): "L0", (1, True): "L1", (2, True): "L2-inductor", (3, True): "L3-inductor", (3, False): "L3-own"}
 
 
+class _Cell:
+    """One (level, compiler) cell: the production decoder built once, and each of its runs (every
+    mode with and without TBO, and ``use_cudagraph=False``) made when a test first reads it, so a
+    run of one test (the selfcheck's mutant runs) pays for one mode. ``cell["dynamo_graphs"]``
+    makes every run first: it counts the Dynamo graphs of all of them."""
+
+    def __init__(self, atom, key, root: str):
+        self.atom, self.key, self.root = atom, key, root
+        level, inductor = key
+        self.graphs = _dynamo_graphs()
+        self.cache = G.production_kv_cache(atom)
+        self.model = G.build_production_decoder(atom, G.production_config(atom, level, "NONE", use_inductor=inductor, cache_dir=root))
+        self.seen: dict = {"key": key}
+
+    def __getitem__(self, what):
+        if what not in self.seen:
+            self.seen[what] = self._run(what)
+        return self.seen[what]
+
+    def _run(self, what):
+        level, inductor = self.key
+        if what == "dynamo_graphs":
+            for run in [*MODES, *(("tbo", mode) for mode in MODES), "use_cudagraph_off"]:
+                self[run]
+            return _dynamo_graphs() - self.graphs
+        if what == "use_cudagraph_off":  # no capture whatever the mode
+            config = G.production_config(self.atom, level, "FULL", use_inductor=inductor, cache_dir=self.root, use_cudagraph=False)
+            return _run_mode(self.atom, self.model, self.cache, config)
+        tbo, mode = what if isinstance(what, tuple) else (None, what)
+        if mode not in MODES:
+            raise KeyError(what)
+        config = G.production_config(self.atom, level, mode, use_inductor=inductor, cache_dir=self.root)
+        return _run_mode(self.atom, self.model, self.cache, config, tbo=tbo is not None)
+
+
 @pytest.fixture(scope="module", params=CELLS, ids=lambda c: CELL_IDS[c])
 def cell(request, atom, tmp_path_factory):
-    """One (level, compiler) cell: the production decoder compiled once, every mode run on it with
-    and without TBO; tests read what it saw. A cell is computed when the first of its tests runs,
-    so a run of level-0 tests compiles nothing."""
-    level, inductor = request.param
+    """One (level, compiler) cell (:class:`_Cell`); tests read what it saw. Nothing is compiled
+    until a test of the cell runs, so a run of level-0 tests compiles nothing."""
     start = time.perf_counter()
     torch._dynamo.reset()
-    cache = G.production_kv_cache(atom)
     root = str(tmp_path_factory.mktemp(f"atom_matrix_{CELL_IDS[request.param]}"))
-    graphs = _dynamo_graphs()
-    model = G.build_production_decoder(atom, G.production_config(atom, level, "NONE", use_inductor=inductor, cache_dir=root))
-    seen: dict = {"key": request.param}
-    for mode in MODES:
-        config = G.production_config(atom, level, mode, use_inductor=inductor, cache_dir=root)
-        seen[mode] = _run_mode(atom, model, cache, config)
-        seen[("tbo", mode)] = _run_mode(atom, model, cache, config, tbo=True)
-    seen["dynamo_graphs"] = _dynamo_graphs() - graphs
-    # use_cudagraph=False: no capture whatever the mode.
-    off = G.production_config(atom, level, "FULL", use_inductor=inductor, cache_dir=root, use_cudagraph=False)
-    seen["use_cudagraph_off"] = _run_mode(atom, model, cache, off)
-    seen["seconds"] = round(time.perf_counter() - start, 1)
-    print(f"\natom matrix: cell {CELL_IDS[request.param]} took {seen['seconds']} s")
-    return seen
+    yield _Cell(atom, request.param, root)
+    print(f"\natom matrix: cell {CELL_IDS[request.param]} took {time.perf_counter() - start:.1f} s")
 
 
 @pytest.mark.parametrize("tbo", [False, True], ids=["plain", "tbo"])
