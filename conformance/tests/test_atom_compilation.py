@@ -32,6 +32,10 @@ from conformance.harness.env import xdist_worker
 from conformance.models import atom_model as M
 from conformance.tests.test_cache_reliability import _spec
 
+# One xdist worker runs the module: its fixtures compute once per session under a lock (_once), and a
+# second worker asking for the same one would wait for it, idle.
+pytestmark = pytest.mark.xdist_group("atom_compilation")
+
 # float32 pieces from another compiler against eager, sums of at most 48 terms reassociated.
 ATOL = 1e-4
 COMPILE_SIZE = 4
