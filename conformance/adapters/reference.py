@@ -484,6 +484,11 @@ class ReferenceImplementation(Implementation):
         # reported by machine(), not a version the checked-in matrices compare
         return {k: v for k, v in tool_versions().items() if k != "host"}
 
+    def child_preload(self) -> tuple[str, ...]:
+        # torch-mlir's FX importer, IREE's native runtime and its tool finder: imported by every
+        # child that compiles (about 1.5 s of it), and none reads the environment at import
+        return ("torch_mlir.fx", "iree._runtime.libs._runtime", "iree.compiler.tools.binaries")
+
     def machine(self) -> dict[str, str]:
         from reference.compiler.driver import host_identity
 

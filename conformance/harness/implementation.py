@@ -294,6 +294,14 @@ class Implementation:
         directory); the suite adds them to the child processes it starts."""
         return {}
 
+    def child_preload(self) -> Sequence[str]:
+        """Modules of the libraries below the implementation (not the implementation's own) that
+        the suite's fork servers may import before they fork a child, so that each child skips
+        that import: only modules that read no environment variable and start no thread at
+        import, since a forked child keeps what its server did then. Default: none (each child
+        imports everything past torch and Dynamo itself)."""
+        return ()
+
 
 # --- honest answers ----------------------------------------------------------------------------------
 # An optional method may answer "I have none" by raising NotSupported or by an empty answer ({} or

@@ -55,10 +55,10 @@ def _child_env(env) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module", autouse=True)
-def fork_server():
+def fork_server(impl):
     """One fork server per module for the children below (conformance/harness/forkserver.py); it starts
-    with the first child."""
-    with ForkServer(PRELOAD, env=_child_env({})) as server:
+    with the first child. It also imports the libraries the adapter names in ``child_preload()``."""
+    with ForkServer((*PRELOAD, *impl.child_preload()), env=_child_env({})) as server:
         Child.server = server
         try:
             yield server
