@@ -1,5 +1,14 @@
-# The two set-up commands are `make conformance` and `make test`; each creates .venv on first use.
+# The two set-up commands are `make conformance` and `make test`; each creates .venv on first use:
+# torch with pip (the pinned CPU build; pip finds the copy on this kind of machine's disk, uv does
+# not look there), then everything else with uv, which installs in parallel: 43 s instead of 60 s
+# for the whole venv on a 2-core machine with empty package caches. Bytecode is compiled at install
+# as pip does (the tests' many interpreters would each compile it again otherwise).
 PYTHON ?= python3
+# Bytecode is written, whatever the shell says: with PYTHONDONTWRITEBYTECODE set, every pytest
+# process (two workers, and the selfcheck's, the plugin tests' and the CI-groups tests' runs) rewrites
+# the asserts of every module it collects again (about 4.5 s of a full collection, 10.4 -> 5.8 s),
+# and every child interpreter compiles the project's modules again.
+unexport PYTHONDONTWRITEBYTECODE
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
@@ -15,7 +24,8 @@ all: test
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[reference,test,models,cluster]'
+	$(PY) -m pip install --quiet --disable-pip-version-check torch==2.13.0 uv==0.13.9
+	$(VENV)/bin/uv pip install --quiet --python $(PY) --compile-bytecode -e '.[reference,test,models,cluster]'
 	touch $(STAMP)
 
 venv: $(STAMP)
