@@ -233,3 +233,25 @@ def test_a_staging_directory_that_is_missing_or_a_file_is_a_typed_error_naming_i
         with capture_to(a_file):
             pass
     parallel_compile(tmp_path, workers=1, progress=False)  # an existing directory with nothing staged is no error
+
+
+def test_build_only_builds_each_graph_without_running_it():
+    """``flows.tools.build_only`` (the SPMD benchmark's build step): one key per graph of a model
+    with a graph break, its lowering and build times, and the same keys from a second call."""
+    from reference.flows.tools import build_only
+
+    def model(x):
+        y = torch.tanh(x) * 3
+        torch._dynamo.graph_break()
+        return y.sum(dim=0) + 1
+
+    args = (torch.randn(4, 5),)
+    stats: dict = {}
+    torch._dynamo.reset()
+    keys = build_only(model, args, stats=stats)
+    assert len(keys) == 2 and len(set(keys.values())) == 2, keys
+    assert all(len(k) >= 32 for k in keys.values()), keys
+    assert stats["lower_s"] > 0 and stats["build_s"] > 0, stats
+    torch._dynamo.reset()
+    again = build_only(model, args)
+    assert sorted(again.values()) == sorted(keys.values())  # the same graphs (named anew: the process's count goes on)
