@@ -83,9 +83,10 @@ def _rank(mode: str, only_rank0: bool) -> dict:
 
 
 def _artifact_bytes(keys) -> int:
+    from reference.core.build_settings import CacheRoots
     from reference.pipeline import neff_cache
 
-    cache = neff_cache()
+    cache = neff_cache(CacheRoots.from_env())
     entries = [cache.get(k, evict=False) for k in set(keys)] if cache is not None else []
     return sum(len(e.artifact) for e in entries if e is not None)
 

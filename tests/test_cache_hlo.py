@@ -11,6 +11,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 
 from reference.cache.errors import CacheFallbackWarning
 from reference.cache.hlo_cache import HloCache, create_hlo_cache_key
+from reference.core.build_settings import BuildSettings
 from reference.pipeline import lower_cached
 from reference.core.specs import TensorSpec
 from reference.lowering.stablehlo import lower_to_stablehlo
@@ -55,24 +56,24 @@ def test_the_key_reads_replica_group_metadata():
 
 def test_a_second_lowering_is_served_from_the_cache(hlo_dir):
     g = _graph(2.0)
-    first = lower_cached(g, graph_name="g")
-    second = lower_cached(_graph(2.0), graph_name="g")
+    first = lower_cached(g, graph_name="g", settings=BuildSettings.from_env())
+    second = lower_cached(_graph(2.0), graph_name="g", settings=BuildSettings.from_env())
     assert first == second == lower_to_stablehlo(g, graph_name="g")
     assert METRICS.counters() == {"lowerings": 1, "hlo_cache_hits": 1}
 
 
 def test_a_damaged_record_is_lowered_again_and_replaced(hlo_dir):
     g = _graph(2.0)
-    good = lower_cached(g, graph_name="g")
+    good = lower_cached(g, graph_name="g", settings=BuildSettings.from_env())
     (key,) = HloCache(str(hlo_dir)).keys()
     path = hlo_dir / f"{key}.json"
     rec = json.loads(path.read_text())
     rec["hlo"] = rec["hlo"].replace("stablehlo.add", "stablehlo.subtract")
     path.write_text(json.dumps(rec))
-    assert lower_cached(g, graph_name="g") == good
+    assert lower_cached(g, graph_name="g", settings=BuildSettings.from_env()) == good
     assert METRICS.counters()["lowerings"] == 2
     path.write_text(path.read_text()[:50])
-    assert lower_cached(g, graph_name="g") == good
+    assert lower_cached(g, graph_name="g", settings=BuildSettings.from_env()) == good
     assert HloCache(str(hlo_dir)).get(key) == good
 
 
@@ -82,13 +83,13 @@ def test_an_unwritable_directory_warns_and_still_lowers(tmp_path, monkeypatch):
     monkeypatch.setenv("TORCH_NEURONX_HLO_CACHE_DIR", str(blocker / "hlo"))
     monkeypatch.delenv("TORCH_NEURONX_NEFF_DISABLE_CACHE", raising=False)
     with pytest.warns(CacheFallbackWarning, match="HLO cache"):
-        lowered = lower_cached(_graph(2.0), graph_name="g")
+        lowered = lower_cached(_graph(2.0), graph_name="g", settings=BuildSettings.from_env())
     assert "stablehlo" in lowered.hlo
 
 
 def test_disabled_caching_writes_no_hlo(hlo_dir, monkeypatch):
     monkeypatch.setenv("TORCH_NEURONX_NEFF_DISABLE_CACHE", "1")
-    lower_cached(_graph(2.0), graph_name="g")
-    lower_cached(_graph(2.0), graph_name="g")
+    lower_cached(_graph(2.0), graph_name="g", settings=BuildSettings.from_env())
+    lower_cached(_graph(2.0), graph_name="g", settings=BuildSettings.from_env())
     assert METRICS.counters()["lowerings"] == 2
     assert not os.path.exists(hlo_dir)

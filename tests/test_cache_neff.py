@@ -23,6 +23,7 @@ from reference.cache import neff_cache as store
 from reference.cache.errors import CacheFallbackWarning, CacheLockTimeoutError, RecordedCompileFailure
 from reference.cache.failures import MAX_ATTEMPTS
 from reference.cache.neff_cache import METADATA_FILE, NeffCache
+from reference.core.build_settings import BuildSettings, CacheRoots
 from reference import pipeline
 from reference.compiler.driver import CompilerDriver
 from reference.core.errors import NEFFCompilationError
@@ -116,8 +117,8 @@ def test_a_damaged_entry_is_a_miss_and_is_evicted_with_a_warning(dirs, lowered, 
 
 
 def test_build_artifact_compiles_once_then_hits(dirs, lowered):
-    first = pipeline.build_artifact(lowered, ARGS, graph_name="g")
-    second = pipeline.build_artifact(lowered, ARGS, graph_name="g")
+    first = pipeline.build_artifact(lowered, ARGS, graph_name="g", settings=BuildSettings.from_env())
+    second = pipeline.build_artifact(lowered, ARGS, graph_name="g", settings=BuildSettings.from_env())
     assert (first.cache_hit, second.cache_hit) == (False, True)
     assert first.artifact == second.artifact and first.key == second.key
     assert METRICS.counters()["compiler_invocations"] == 1
@@ -127,11 +128,11 @@ def test_build_artifact_compiles_once_then_hits(dirs, lowered):
 def test_a_corrupt_entry_is_recompiled_and_the_result_runs(dirs, lowered):
     import torch
 
-    built = pipeline.build_artifact(lowered, ARGS, graph_name="g")
-    art = os.path.join(pipeline.neff_cache().entry_dir(built.key), store.ARTIFACT_FILE)
+    built = pipeline.build_artifact(lowered, ARGS, graph_name="g", settings=BuildSettings.from_env())
+    art = os.path.join(pipeline.neff_cache(CacheRoots.from_env()).entry_dir(built.key), store.ARTIFACT_FILE)
     os.truncate(art, 100)
     with pytest.warns(CacheFallbackWarning, match="evicted"):
-        again = pipeline.build_artifact(lowered, ARGS, graph_name="g")
+        again = pipeline.build_artifact(lowered, ARGS, graph_name="g", settings=BuildSettings.from_env())
     assert not again.cache_hit and again.artifact == built.artifact
     assert METRICS.counters()["compiler_invocations"] == 2
     loaded = LoadedArtifact(again.artifact, graph_name="g", input_specs=lowered.input_specs, output_specs=lowered.output_specs)
@@ -141,8 +142,8 @@ def test_a_corrupt_entry_is_recompiled_and_the_result_runs(dirs, lowered):
 
 def test_disabled_cache_compiles_every_time_and_writes_nothing(dirs, lowered, monkeypatch):
     monkeypatch.setenv("TORCH_NEURONX_NEFF_DISABLE_CACHE", "1")
-    a = pipeline.build_artifact(lowered, ARGS, graph_name="g")
-    b = pipeline.build_artifact(lowered, ARGS, graph_name="g")
+    a = pipeline.build_artifact(lowered, ARGS, graph_name="g", settings=BuildSettings.from_env())
+    b = pipeline.build_artifact(lowered, ARGS, graph_name="g", settings=BuildSettings.from_env())
     assert not a.cache_hit and not b.cache_hit
     assert METRICS.counters()["compiler_invocations"] == 2
     assert not (dirs / "neff").exists() and not (dirs / "local").exists()
@@ -158,9 +159,9 @@ def test_a_full_disk_mid_write_leaves_nothing_and_falls_back_with_a_warning(dirs
 
     monkeypatch.setattr(store, "_write", half_then_enospc)
     with pytest.warns(CacheFallbackWarning, match="No space left"):
-        built = pipeline.build_artifact(lowered, ARGS, graph_name="g")
+        built = pipeline.build_artifact(lowered, ARGS, graph_name="g", settings=BuildSettings.from_env())
     assert built.artifact and not built.cache_hit
-    cache = pipeline.neff_cache()
+    cache = pipeline.neff_cache(CacheRoots.from_env())
     assert cache.keys() == [] and cache.scratch_dirs() == []
     assert not os.path.exists(cache.entry_dir(built.key))
 
@@ -225,23 +226,23 @@ def test_failed_compiles_are_recorded_and_retried_under_the_policy(dirs, lowered
     bad = _bad_graph(lowered)
     for attempt in range(1, MAX_ATTEMPTS + 1):
         with pytest.raises(NEFFCompilationError) as info:
-            pipeline.build_artifact(bad, ARGS, graph_name="bad_graph")
+            pipeline.build_artifact(bad, ARGS, graph_name="bad_graph", settings=BuildSettings.from_env())
         assert not isinstance(info.value, RecordedCompileFailure)
-        rec = pipeline.neff_cache().failures.get(_bad_key(bad))
+        rec = pipeline.neff_cache(CacheRoots.from_env()).failures.get(_bad_key(bad))
         assert rec["attempts"] == attempt and rec["log"], "the record keeps the compiler's log"
     assert METRICS.counters()["compiler_invocations"] == MAX_ATTEMPTS
     with pytest.raises(RecordedCompileFailure) as info:
-        pipeline.build_artifact(bad, ARGS, graph_name="bad_graph")
+        pipeline.build_artifact(bad, ARGS, graph_name="bad_graph", settings=BuildSettings.from_env())
     assert _bad_key(bad) in str(info.value) and "fnuc" in info.value.compiler_log
     assert METRICS.counters()["compiler_invocations"] == MAX_ATTEMPTS, "held back: no compiler run"
     # After the cool-down, the next attempt compiles again.
-    records = pipeline.neff_cache().failures
+    records = pipeline.neff_cache(CacheRoots.from_env()).failures
     path = records.path(_bad_key(bad))
     rec = json.load(open(path))
     rec["last_failure"] -= records.cooldown_s + 1
     json.dump(rec, open(path, "w"))
     with pytest.raises(NEFFCompilationError) as info:
-        pipeline.build_artifact(bad, ARGS, graph_name="bad_graph")
+        pipeline.build_artifact(bad, ARGS, graph_name="bad_graph", settings=BuildSettings.from_env())
     assert not isinstance(info.value, RecordedCompileFailure)
     assert METRICS.counters()["compiler_invocations"] == MAX_ATTEMPTS + 1
 
@@ -253,11 +254,11 @@ def _bad_key(bad):
 
 
 def test_a_success_clears_the_failure_record(dirs, lowered):
-    cache = pipeline.neff_cache()
+    cache = pipeline.neff_cache(CacheRoots.from_env())
     key = _key(lowered)
     cache.failures.record(key, graph_name="g", error=NEFFCompilationError("transient", compiler_log="killed"))
     assert cache.failures.get(key)["attempts"] == 1
-    built = pipeline.build_artifact(lowered, ARGS, graph_name="g")
+    built = pipeline.build_artifact(lowered, ARGS, graph_name="g", settings=BuildSettings.from_env())
     assert built.key == key and cache.failures.get(key) is None
 
 
@@ -310,13 +311,13 @@ def _plant_unloadable(cache: NeffCache, lowered, key: str) -> None:
 
 
 def test_an_unloadable_cached_artifact_is_evicted_and_rebuilt_once(dirs, lowered):
-    first = pipeline.build_artifact(lowered, ARGS, graph_name="g")
-    cache = pipeline.neff_cache()
+    first = pipeline.build_artifact(lowered, ARGS, graph_name="g", settings=BuildSettings.from_env())
+    cache = pipeline.neff_cache(CacheRoots.from_env())
     with pytest.warns(CacheFallbackWarning):
         _plant_unloadable(cache, lowered, first.key)
     before = METRICS.counters().get("compiler_invocations", 0)
     with pytest.warns(CacheFallbackWarning, match=f"{first.key} evicted: the runtime could not load"):
-        served = pipeline.serve(pipeline.Lowering(lowered), ARGS, graph_name="g", model_name="m")
+        served = pipeline.serve(pipeline.Lowering(lowered), ARGS, graph_name="g", model_name="m", settings=BuildSettings.from_env())
     assert METRICS.counters().get("compiler_invocations", 0) == before + 1
     assert served.built.artifact == first.artifact and not served.built.cache_hit
     assert cache.get(first.key).artifact == first.artifact, "the rebuilt artifact was published"
@@ -327,13 +328,13 @@ def test_an_artifact_that_stays_unloadable_after_the_rebuild_names_the_entry(dir
     from reference.cache.errors import UnloadableArtifactError
     from reference.compiler.driver import CompileResult
 
-    key = pipeline.build_artifact(lowered, ARGS, graph_name="g").key
-    cache = pipeline.neff_cache()
+    key = pipeline.build_artifact(lowered, ARGS, graph_name="g", settings=BuildSettings.from_env()).key
+    cache = pipeline.neff_cache(CacheRoots.from_env())
     with pytest.warns(CacheFallbackWarning):
         _plant_unloadable(cache, lowered, key)
     # fakes the compiler (a neighbour): the rebuild also produces what the runtime cannot load
     monkeypatch.setattr(CompilerDriver, "compile", lambda self, hlo, args, graph_name=None: CompileResult(
         b"\x08\x00\x00\x00still not a flatbuffer", [], "", 1))
     with pytest.warns(CacheFallbackWarning), pytest.raises(UnloadableArtifactError) as info:
-        pipeline.serve(pipeline.Lowering(lowered), ARGS, graph_name="g", model_name="m")
+        pipeline.serve(pipeline.Lowering(lowered), ARGS, graph_name="g", model_name="m", settings=BuildSettings.from_env())
     assert cache.entry_dir(key) in str(info.value) and "'g'" in str(info.value)

@@ -152,8 +152,8 @@ def test_a_compile_follows_the_settings_of_its_request_not_the_environment_later
         served = pipeline.serve(pipeline.Lowering(lowered), ["-O1"], graph_name="g64", model_name="m", settings=mine)
     assert (tmp_path / "mine" / served.key).is_dir() and not (tmp_path / "elsewhere").exists()
     torch.testing.assert_close(served(torch.ones(3, dtype=torch.float64))[0], torch.full((3,), 2.0, dtype=torch.float64))
-    with pytest.raises(PrecisionError, match="g64"):  # the environment's settings, made now, refuse it
-        pipeline.serve(pipeline.Lowering(lowered), ["-O1"], graph_name="g64", model_name="m")
+    with pytest.raises(PrecisionError, match="g64"):  # the environment's settings, read now, refuse it
+        pipeline.serve(pipeline.Lowering(lowered), ["-O1"], graph_name="g64", model_name="m", settings=BuildSettings.from_env())
 
 
 def test_an_unknown_key_policy_is_a_typed_error():

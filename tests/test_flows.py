@@ -118,6 +118,7 @@ def test_native_guard_refuses_a_second_argument_set():
 
 def test_parallel_compile_publishes_and_names_a_failing_graph(tmp_path, monkeypatch):
     from reference.flows.staged_build import ParallelCompileError
+    from reference.core.build_settings import CacheRoots
     from reference.pipeline import neff_cache
 
     monkeypatch.setenv("TORCH_NEURONX_NEFF_CACHE_DIR", str(tmp_path / "neff"))
@@ -130,7 +131,7 @@ def test_parallel_compile_publishes_and_names_a_failing_graph(tmp_path, monkeypa
         parallel_compile(staged, workers=2, progress=False)
     (ok,) = [g for g in info.value.report.graphs if g.ok]
     assert ok.graph_name == "good_graph" and ok.cache_key == good.key
-    entry = neff_cache().get(good.key)
+    entry = neff_cache(CacheRoots.from_env()).get(good.key)
     assert entry is not None and entry.metadata.compiler_args == ["-O2", "--target", "trn2"]
 
 

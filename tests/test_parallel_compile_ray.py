@@ -25,6 +25,7 @@ from reference.core.errors import EnvVarError
 from reference.core.specs import TensorSpec
 from reference.flows.staged_build import ExecutorChoiceError, ParallelCompileError, parallel_compile
 from reference.lowering.stablehlo import LoweredGraph
+from reference.core.build_settings import CacheRoots
 from reference.pipeline import neff_cache
 from reference.runtime import LoadedArtifact
 
@@ -182,7 +183,7 @@ def test_ray_builds_what_the_local_path_builds_and_a_second_run_is_all_hits(tmp_
     constants = _stage(tmp_path / "staged", 3)
     _caches(monkeypatch, tmp_path / "local_run")
     local = parallel_compile(tmp_path / "staged", workers=2, progress=False, executor="local")
-    local_cache = neff_cache()
+    local_cache = neff_cache(CacheRoots.from_env())
     _caches(monkeypatch, tmp_path / "ray_run")
     seen = []
     report = parallel_compile(
@@ -191,7 +192,7 @@ def test_ray_builds_what_the_local_path_builds_and_a_second_run_is_all_hits(tmp_
     assert sorted(seen) == [(1, 3, True), (2, 3, True), (3, 3, True)]
     assert {g.cache_key for g in report.graphs} == {g.cache_key for g in local.graphs} == set(constants)
     assert all(g.ok and not g.cache_hit and g.compile_us > 0 for g in report.graphs), report.graphs
-    ray_cache = neff_cache()
+    ray_cache = neff_cache(CacheRoots.from_env())
     x = torch.arange(4, dtype=torch.float32)
     for key, k in constants.items():
         entry = ray_cache.get(key)  # authenticated: a missing or wrong HMAC would be a miss
@@ -237,7 +238,7 @@ def test_a_graph_staged_twice_is_one_task_on_the_cluster(tmp_path, monkeypatch, 
     assert len(nodes) == 2 and nodes <= {n["NodeID"] for n in local_ray.nodes()}, nodes
     assert sorted(g.cache_key for g in report.graphs) == sorted({first.key, other.key}), report.graphs
     assert all(g.ok and not g.cache_hit for g in report.graphs), report.graphs
-    assert all(neff_cache().get(k) is not None for k in (first.key, other.key))
+    assert all(neff_cache(CacheRoots.from_env()).get(k) is not None for k in (first.key, other.key))
 
 
 @needs_ray
@@ -252,7 +253,7 @@ def test_a_graph_that_fails_on_ray_gets_its_failure_record_and_the_others_publis
         parallel_compile(staged, workers=2, executor="ray", progress=False)
     (failed,) = info.value.report.failures
     assert failed.graph_name == "broken_graph" and "NEFFCompilationError" in failed.error
-    cache = neff_cache()
+    cache = neff_cache(CacheRoots.from_env())
     assert cache.get(good.key) is not None and cache.get(broken.key) is None
     record = cache.failures.get(broken.key)
     assert record is not None and record["graph_name"] == "broken_graph" and record["attempts"] == 1
@@ -287,7 +288,7 @@ def test_a_worker_that_dies_is_retried_and_the_run_finishes(tmp_path, monkeypatc
     assert int(pid) != os.getpid()  # a worker process died, not this one
     assert all(g.ok and not g.cache_hit for g in report.graphs), report.graphs
     assert {g.cache_key for g in report.graphs} == set(constants)
-    assert all(neff_cache().get(key) is not None for key in constants)
+    assert all(neff_cache(CacheRoots.from_env()).get(key) is not None for key in constants)
 
 
 @needs_ray
@@ -347,7 +348,7 @@ def test_a_cluster_lost_mid_run_names_the_graphs_not_compiled_and_publishes_noth
         monkeypatch.setenv("RAY_ADDRESS", f"127.0.0.1:{port}")
         driver = subprocess.Popen([sys.executable, "-c", _DRIVER, str(tmp_path / "staged")], stdout=subprocess.PIPE,
                                   stderr=subprocess.PIPE, text=True)
-        cache = neff_cache()
+        cache = neff_cache(CacheRoots.from_env())
         deadline = time.monotonic() + 120
         while not any(cache.get(k) is not None for k in constants) and time.monotonic() < deadline and driver.poll() is None:
             time.sleep(0.2)

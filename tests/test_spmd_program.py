@@ -18,6 +18,7 @@ from reference.spmd import MESH_REGISTRY, NeuronGroupCoordinator, rank_tensor
 from reference.spmd.errors import MeshError
 from reference.flows.tools import lower_texts
 from reference.core.errors import NEFFExecutionError
+from reference.core.build_settings import BuildSettings, CacheRoots
 from reference.pipeline import SPMD_PROGRAM, lower
 from reference.runtime import pack_bundle, unpack_bundle
 from reference.spmd.split import split_at_collectives
@@ -68,7 +69,7 @@ def _aten(fn, *args):
 
 def test_program_text_is_verified_stablehlo_with_every_collective(group):
     fn = _all_four(group)
-    lowering = lower(_aten(fn, torch.ones(4, 2), rank_tensor(0)), graph_name="g")
+    lowering = lower(_aten(fn, torch.ones(4, 2), rank_tensor(0)), graph_name="g", settings=BuildSettings.from_env())
     assert lowering.strategy is SPMD_PROGRAM
     prog = lowering.detail
     assert [s["op"] for s in prog.steps] == ["piece", "all_reduce", "all_gather", "piece", "reduce_scatter", "all_to_all", "piece"]
@@ -166,9 +167,9 @@ def test_program_pieces_are_lowered_through_the_hlo_cache(group, caches):
     fn = _all_four(group)
     args = (torch.ones(4, 2), rank_tensor(0))
     METRICS.reset()
-    first = lower(_aten(fn, *args), graph_name="g")
+    first = lower(_aten(fn, *args), graph_name="g", settings=BuildSettings.from_env())
     cold = METRICS.counters()
-    second = lower(_aten(fn, *args), graph_name="g")
+    second = lower(_aten(fn, *args), graph_name="g", settings=BuildSettings.from_env())
     warm = METRICS.counters()
     pieces = len(first.detail.pieces)
     assert pieces == 3 and cold.get("lowerings") == pieces and not cold.get("hlo_cache_hits")
@@ -184,16 +185,16 @@ def test_a_staged_program_keys_builds_and_runs_as_the_lowered_one(group, caches)
 
     fn = _all_four(group)
     x = torch.arange(8, dtype=torch.float32).view(4, 2)
-    lowering = lower(_aten(fn, x, rank_tensor(0)), graph_name="g")
+    lowering = lower(_aten(fn, x, rank_tensor(0)), graph_name="g", settings=BuildSettings.from_env())
     staged = stage(lowering, ["-O1"], graph_name="g", directory=str(caches / "staged"))
     (entry,) = read_staged(caches / "staged")
     again = staged_lowering(entry)
     assert again.strategy is SPMD_PROGRAM and entry.metadata.has_collectives
     assert lowering_key(again, ["-O1"])[0] == lowering_key(lowering, ["-O1"])[0] == staged.key
     METRICS.reset()
-    built = build(again, ["-O1"], graph_name="g")  # one compile, one cache entry
+    built = build(again, ["-O1"], graph_name="g", settings=BuildSettings.from_env())  # one compile, one cache entry
     assert METRICS.counters().get("compiler_invocations") == 1 and METRICS.counters().get("spmd_piece_compiles") == 3
-    assert build(lowering, ["-O1"], graph_name="g").cache_hit
+    assert build(lowering, ["-O1"], graph_name="g", settings=BuildSettings.from_env()).cache_hit
     out = load(built, again)(x, rank_tensor(0))
     torch.testing.assert_close(out[0], fn(x, rank_tensor(0)))
 
@@ -207,8 +208,8 @@ def test_a_program_whose_piece_fails_to_compile_is_recorded_under_its_key(group,
         def compile(self, hlo, compiler_args, *, graph_name):
             raise NEFFCompilationError("refused", graph_name=graph_name)
 
-    lowering = lower(_aten(_all_four(group), torch.ones(4, 2), rank_tensor(0)), graph_name="g")
+    lowering = lower(_aten(_all_four(group), torch.ones(4, 2), rank_tensor(0)), graph_name="g", settings=BuildSettings.from_env())
     with pytest.raises(NEFFCompilationError, match="g_piece0"):
-        build(lowering, ["-O2"], graph_name="g", driver=Refusing())
-    record = neff_cache().failures.get(lowering_key(lowering, ["-O2"])[0])
+        build(lowering, ["-O2"], graph_name="g", driver=Refusing(), settings=BuildSettings.from_env())
+    record = neff_cache(CacheRoots.from_env()).failures.get(lowering_key(lowering, ["-O2"])[0])
     assert record is not None and record["graph_name"] == "g"

@@ -35,13 +35,14 @@ class ReferencePolicyRunner(PolicyRunner):
 
     def _observe(self, call) -> dict[str, Any]:
         from reference.core.metrics import METRICS
+        from reference.core.build_settings import CacheRoots
         from reference.pipeline import neff_cache
 
         before = len(METRICS.records())
         with torch.no_grad():
             outputs = call()
         graphs = []
-        cache = neff_cache()
+        cache = neff_cache(CacheRoots.from_env())
         for m in METRICS.records()[before:]:
             entry = cache.get(m.graph_id) if cache is not None else None
             graphs.append(

@@ -152,12 +152,12 @@ def cache_executes_a_damaged_entry():
     """The cache trusts its entries: a read skips the artifact's size and checksum, and an artifact
     the runtime then refuses is not evicted, so a damaged artifact is loaded and its failure reaches
     the user. (Either check alone hides the other's absence from a damaged entry: both go.)"""
-    pipeline = _module("reference.pipeline")
+    serving = _module("reference.pipeline.serving")
 
     def load_as_served(built, lowering, compiler_args, *, graph_name, key_policy, resident, settings):
-        return built, pipeline.load(built, lowering, resident=resident, driver=settings.runtime_driver)
+        return built, serving.load(built, lowering, resident=resident, driver=settings.runtime_driver)
 
-    pipeline._load_or_rebuild = load_as_served
+    serving._load_or_rebuild = load_as_served
     home = _module(_NEFF_CACHE)
     get = home.NeffCache.get
 
@@ -738,14 +738,14 @@ def resident_weights_are_snapshots():
 def metrics_ignore_the_model_name():
     """The metrics record every graph under the default model name, whatever ``set_model_name``
     said (the graph names still carry it)."""
-    pipeline = _module("reference.pipeline")
-    record = pipeline.record_graph_metrics
+    serving = _module("reference.pipeline.serving")  # serve() records each graph
+    record = serving.record_graph_metrics
 
     @functools.wraps(record)
     def default_name(built, *, model_name, **kwargs):
         return record(built, model_name="model_default", **kwargs)
 
-    pipeline.record_graph_metrics = default_name
+    serving.record_graph_metrics = default_name
 
 
 @_mutant("compile_only: compiled, never run", f"{_SUPPORT}::test_var_compile_only", r"compiled path ran")
