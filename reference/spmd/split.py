@@ -71,11 +71,11 @@ def split_at_collectives(aten_gm: torch.fx.GraphModule, *, graph_name: str) -> P
     a reduction other than sum/max/min/product).
     """
     annotate_replica_groups(aten_gm)
-    nodes = list(aten_gm.graph.nodes)
-    placeholders = [n for n in nodes if n.op == "placeholder"]
-    out_node = next(n for n in nodes if n.op == "output")
+    return _Splitter(aten_gm, graph_name).split()
 
-    # Stages: lists of compute nodes, separated by collective nodes.
+
+def _stages(nodes: list, graph_name: str) -> list[Any]:
+    """Lists of compute nodes, separated by the collective nodes between them."""
     stages: list[Any] = []
     current: list[torch.fx.Node] = []
     for n in nodes:
@@ -90,114 +90,122 @@ def split_at_collectives(aten_gm: torch.fx.GraphModule, *, graph_name: str) -> P
         else:
             raise LoweringError(f"node {n.name!r} ({n.op}) cannot be placed in an SPMD program", graph_name=graph_name)
     stages.append(current)
+    return stages
 
-    # Value names: %argN for inputs, then one per value a step defines, in program order.
-    value_of: dict[torch.fx.Node, str] = {}
-    specs: dict[str, TensorSpec] = {}
-    for i, p in enumerate(placeholders):
-        value_of[p] = f"in{i}"
-        val = _tensor_val(p)
-        if val is None:
-            raise LoweringError(f"input {p.name!r} is not a tensor", graph_name=graph_name)
-        specs[f"in{i}"] = TensorSpec.of(val)
 
-    stage_of: dict[torch.fx.Node, int] = {}
-    for si, st in enumerate(stages):
-        for n in (st if isinstance(st, list) else [st]):
-            stage_of[n] = si
+def _resolve_user(u: torch.fx.Node) -> list[torch.fx.Node]:
+    """The nodes that read ``u``'s value, looking through the waits of collectives."""
+    if is_wait(u):
+        out = []
+        for uu in u.users:
+            out.extend(_resolve_user(uu))
+        return out
+    return [u]
 
-    def needed_later(n: torch.fx.Node, si: int) -> bool:
-        for u in n.users:
-            u = _resolve_user(u)
-            for uu in u:
-                if uu.op == "output" or stage_of.get(uu, -1) > si:
-                    return True
-        return False
 
-    def _resolve_user(u: torch.fx.Node) -> list[torch.fx.Node]:
-        if is_wait(u):
-            out = []
-            for uu in u.users:
-                out.extend(_resolve_user(uu))
-            return out
-        return [u]
+class _Splitter:
+    """One run of :func:`split_at_collectives`: the stages of the graph, and the program's value
+    names (``in<i>`` for inputs, then ``v<n>`` for each value a step defines, in program order)."""
 
-    pieces: list[torch.fx.GraphModule] = []
-    steps: list[dict] = []
-    collectives: list[dict] = []
-    counter = 0
-    for si, st in enumerate(stages):
-        if isinstance(st, list):
-            if not st:
-                continue
-            members = set(st)
-            outs = [n for n in st if n.op != "get_attr" and needed_later(n, si)]
-            if not outs:
-                continue
-            for n in outs:
-                if _tensor_val(n) is None:
+    def __init__(self, aten_gm: torch.fx.GraphModule, graph_name: str) -> None:
+        self.gm, self.graph_name = aten_gm, graph_name
+        self.nodes = list(aten_gm.graph.nodes)
+        self.stages = _stages(self.nodes, graph_name)
+        self.stage_of = {n: si for si, st in enumerate(self.stages) for n in (st if isinstance(st, list) else [st])}
+        self.value_of: dict[torch.fx.Node, str] = {}
+        self.specs: dict[str, TensorSpec] = {}
+        self.pieces: list[torch.fx.GraphModule] = []
+        self.steps: list[dict] = []
+        self.collectives: list[dict] = []
+        self.counter = 0
+
+    def split(self) -> ProgramSplit:
+        placeholders = [n for n in self.nodes if n.op == "placeholder"]
+        for i, p in enumerate(placeholders):
+            self.value_of[p] = f"in{i}"
+            val = _tensor_val(p)
+            if val is None:
+                raise LoweringError(f"input {p.name!r} is not a tensor", graph_name=self.graph_name)
+            self.specs[f"in{i}"] = TensorSpec.of(val)
+        for si, st in enumerate(self.stages):
+            if isinstance(st, list):
+                self._piece(si, st)
+            else:
+                step = self._collective(st)
+                self.steps.append(step)
+                self.collectives.append(step)
+        inputs = [self.value_of[p] for p in placeholders]
+        return ProgramSplit(self.graph_name, self.pieces, self.steps, inputs, self._outputs(), self.specs, len(self.nodes),
+                            self.collectives)
+
+    def _name(self, node: torch.fx.Node) -> str:
+        self.counter += 1
+        self.value_of[node] = f"v{self.counter}"
+        self.specs[self.value_of[node]] = TensorSpec.of(_tensor_val(node))
+        return self.value_of[node]
+
+    def _needed_later(self, n: torch.fx.Node, si: int) -> bool:
+        return any(uu.op == "output" or self.stage_of.get(uu, -1) > si for u in n.users for uu in _resolve_user(u))
+
+    def _piece(self, si: int, stage: list) -> None:
+        """A step running the stage's compute as one piece, when a later step reads what it makes."""
+        outs = [n for n in stage if n.op != "get_attr" and self._needed_later(n, si)]
+        if not outs:
+            return
+        for n in outs:
+            if _tensor_val(n) is None:
+                raise LoweringError(f"value {n.name!r} crosses a collective but is not a tensor", graph_name=self.graph_name)
+        piece_gm, ext = _extract(self.gm, stage, set(stage), outs)
+        names = [self._name(n) for n in outs]
+        self.steps.append({"op": "piece", "index": len(self.pieces), "args": [self.value_of[_resolve(e)] for e in ext],
+                           "results": names})
+        self.pieces.append(piece_gm)
+
+    def _collective(self, node: torch.fx.Node) -> dict:
+        """The step of one collective, with its mesh, reduction and split checked."""
+        info = collective_info(node)
+        src = _resolve(node.args[0])
+        step = {
+            "op": info.kind,
+            "args": [self.value_of[src]],
+            "results": [self._name(node)],
+            "channel_id": info.mesh.channel_id,
+            "replica_groups": [list(g) for g in info.mesh.replica_groups],
+        }
+        if info.reduce_op is not None:
+            if info.reduce_op not in REDUCERS:
+                raise LoweringError(
+                    f"collective {node.name!r}: reduction {info.reduce_op!r} is not supported; use one of {sorted(REDUCERS)}",
+                    graph_name=self.graph_name,
+                )
+            step["reduce_op"] = info.reduce_op
+        if info.group_size is not None:
+            step["group_size"] = info.group_size
+        if info.kind == "all_to_all":
+            size = info.mesh.group_size
+            even = [self.specs[self.value_of[src]].shape[0] // size] * size
+            for splits in (info.input_splits, info.output_splits):
+                if splits not in (None, []) and [int(s) for s in splits] != even:
                     raise LoweringError(
-                        f"value {n.name!r} crosses a collective but is not a tensor", graph_name=graph_name
+                        f"collective {node.name!r}: all_to_all with uneven splits {list(splits)} is not supported; "
+                        f"the program expresses equal splits {even}",
+                        graph_name=self.graph_name,
                     )
-            piece_gm, ext = _extract(aten_gm, st, members, outs)
-            names = []
-            for n in outs:
-                counter += 1
-                value_of[n] = f"v{counter}"
-                specs[value_of[n]] = TensorSpec.of(_tensor_val(n))
-                names.append(value_of[n])
-            steps.append({"op": "piece", "index": len(pieces), "args": [value_of[_resolve(e)] for e in ext], "results": names})
-            pieces.append(piece_gm)
-        else:
-            node = st
-            info = collective_info(node)
-            src = _resolve(node.args[0])
-            counter += 1
-            value_of[node] = f"v{counter}"
-            val = _tensor_val(node)
-            specs[value_of[node]] = TensorSpec.of(val)
-            step = {
-                "op": info.kind,
-                "args": [value_of[src]],
-                "results": [value_of[node]],
-                "channel_id": info.mesh.channel_id,
-                "replica_groups": [list(g) for g in info.mesh.replica_groups],
-            }
-            if info.reduce_op is not None:
-                if info.reduce_op not in REDUCERS:
-                    raise LoweringError(
-                        f"collective {node.name!r}: reduction {info.reduce_op!r} is not supported; use one of {sorted(REDUCERS)}",
-                        graph_name=graph_name,
-                    )
-                step["reduce_op"] = info.reduce_op
-            if info.group_size is not None:
-                step["group_size"] = info.group_size
-            if info.kind == "all_to_all":
-                rows = specs[value_of[src]].shape[0]
-                size = info.mesh.group_size
-                even = [rows // size] * size
-                for splits in (info.input_splits, info.output_splits):
-                    if splits not in (None, []) and [int(s) for s in splits] != even:
-                        raise LoweringError(
-                            f"collective {node.name!r}: all_to_all with uneven splits {list(splits)} is not supported; "
-                            f"the program expresses equal splits {even}",
-                            graph_name=graph_name,
-                        )
-                step["split_count"] = size
-            steps.append(step)
-            collectives.append(step)
+            step["split_count"] = size
+        return step
 
-    inputs = [value_of[p] for p in placeholders]
-    outputs: list[str | None] = []
-    for a in _leaves(out_node.args[0]):
-        if isinstance(a, torch.fx.Node):
-            r = _resolve(a)
-            if r not in value_of:
-                raise LoweringError(f"output {a.name!r} is not produced by any step", graph_name=graph_name)
-            outputs.append(value_of[r])
-        else:
-            outputs.append(None)
-    return ProgramSplit(graph_name, pieces, steps, inputs, outputs, specs, len(nodes), collectives)
+    def _outputs(self) -> list[str | None]:
+        out_node = next(n for n in self.nodes if n.op == "output")
+        outputs: list[str | None] = []
+        for a in _leaves(out_node.args[0]):
+            if isinstance(a, torch.fx.Node):
+                r = _resolve(a)
+                if r not in self.value_of:
+                    raise LoweringError(f"output {a.name!r} is not produced by any step", graph_name=self.graph_name)
+                outputs.append(self.value_of[r])
+            else:
+                outputs.append(None)
+        return outputs
 
 
 def _extract(gm: torch.fx.GraphModule, stage: list, members: set, outs: list) -> tuple[torch.fx.GraphModule, list]:
