@@ -13,11 +13,12 @@ collect in pytest's order.
 from __future__ import annotations
 
 import json
-import os
 from collections import defaultdict
 from pathlib import Path
 
 import pytest
+
+from conformance.harness.env import xdist_worker
 
 DURATIONS = Path(__file__).resolve().parent / ".test_durations"
 
@@ -38,7 +39,7 @@ def longest_modules_first(items: list, seconds: dict[str, float]) -> list:
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list) -> None:
-    if not os.environ.get("PYTEST_XDIST_WORKER") or getattr(config.option, "splits", None):
+    if not xdist_worker() or getattr(config.option, "splits", None):
         return
     try:
         durations = json.loads(DURATIONS.read_text(encoding="utf-8"))

@@ -23,6 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 import ci_groups  # noqa: E402
 
+from conformance.harness.env import unmeasured  # noqa: E402
 from conformance.harness.forkserver import ForkServer, run_module  # noqa: E402
 from conformance.reporting import merge  # noqa: E402
 
@@ -56,9 +57,8 @@ def test_the_workflows_groups_run_every_test_of_make_test_exactly_once(tmp_path)
     out = tmp_path / "groups.json"
     # a collection only (scripts/ is not measured, and what the suite's modules run at import the
     # session itself covers): not measured for coverage, a quarter less time
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("COVERAGE_", "COV_CORE_"))}
     proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "ci_groups.py"), "--json", str(out)],
-                          cwd=ROOT, capture_output=True, text=True, timeout=600, env=env)
+                          cwd=ROOT, capture_output=True, text=True, timeout=600, env=unmeasured(os.environ))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     got = json.loads(out.read_text())
     collected, groups = got["collected"], got["groups"]

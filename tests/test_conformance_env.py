@@ -107,3 +107,11 @@ def test_override_sets_and_restores(monkeypatch):
     with env.override({"CONFORMANCE_T_A": None, "CONFORMANCE_T_B": "new"}):
         assert not env.is_set("CONFORMANCE_T_A") and os.environ["CONFORMANCE_T_B"] == "new"
     assert os.environ["CONFORMANCE_T_A"] == "old" and not env.is_set("CONFORMANCE_T_B")
+
+
+def test_unmeasured_drops_only_the_coverage_variables():
+    from conformance.harness.env import unmeasured
+
+    given = {"COVERAGE_PROCESS_CONFIG": "x", "COV_CORE_SOURCE": "y", "PATH": "/bin", "MY_COVERAGE": "kept"}
+    assert unmeasured(given) == {"PATH": "/bin", "MY_COVERAGE": "kept"}
+    assert given["COVERAGE_PROCESS_CONFIG"] == "x"  # a new mapping: the caller's is unchanged

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pytest
 
+from conformance.harness.env import COVERAGE_PREFIXES
 from conformance.harness.forkserver import ForkServer
 from conformance.selfcheck.mutants import MUTANTS
 from conformance.selfcheck.report import CONTROL
@@ -35,7 +36,7 @@ PRELOAD = ("torch", "torch._dynamo", "torch_mlir.fx", "iree._runtime.libs._runti
 # Variables that would point a run at another run's caches or implementation, or measure its
 # coverage: a run against a broken implementation is no evidence that the real code is tested
 # (pyproject.toml's [tool.coverage.run]), and unmeasured it takes about a quarter less time.
-_STRIP = ("CONFORMANCE_", "TORCH_NEURONX_", "NEURON_", "PYTEST_XDIST_", "HYPOTHESIS_", "COVERAGE_", "COV_CORE_")
+_STRIP = ("CONFORMANCE_", "TORCH_NEURONX_", "NEURON_", "PYTEST_XDIST_", "HYPOTHESIS_", *COVERAGE_PREFIXES)
 
 
 def _env() -> dict[str, str]:

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from conformance.harness.env import unmeasured
 from reference.core import torch_compat as tc
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -493,7 +494,7 @@ def _probe(mode: str, tmp_path: Path) -> dict:
     env = {
         # not measured for coverage: the probes run what the in-process tests run, in a fresh
         # interpreter only to see the hooks' scope (a third less time)
-        **{k: v for k, v in os.environ.items() if not k.startswith(("COVERAGE_", "COV_CORE_"))},
+        **unmeasured(os.environ),
         "PYTHONPATH": os.pathsep.join([str(ROOT), *sys.path]),
         "TORCH_NEURONX_NEFF_CACHE_DIR": str(tmp_path / "neff"),
         "TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR": str(tmp_path / "local"),

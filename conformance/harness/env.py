@@ -178,6 +178,17 @@ def with_prefixes(prefixes: tuple[str, ...]) -> dict[str, str]:
     return {k: v for k, v in sorted(os.environ.items()) if k.startswith(prefixes)}
 
 
+#: Prefixes of the variables through which coverage.py (``COVERAGE_PROCESS_CONFIG``, ...) and
+#: pytest-cov (``COV_CORE_*``) measure the processes a measured run starts.
+COVERAGE_PREFIXES = ("COVERAGE_", "COV_CORE_")
+
+
+def unmeasured(environ: Mapping[str, str]) -> dict[str, str]:
+    """``environ`` for a child process that coverage must not measure (building an environment,
+    not reading one): the same variables without :data:`COVERAGE_PREFIXES`."""
+    return {k: v for k, v in environ.items() if not k.startswith(COVERAGE_PREFIXES)}
+
+
 @contextlib.contextmanager
 def override(values: Mapping[str, str | None]) -> Iterator[None]:
     """While the block runs, each variable of ``values`` is set (``None``: unset); afterwards each
