@@ -7,7 +7,6 @@ import datetime
 import logging
 from typing import Sequence
 
-
 from reference.cache.errors import CacheFallbackWarning, CacheWriteError
 from reference.cache.neff_cache import NeffCache
 from reference.compiler.driver import CompilerDriver

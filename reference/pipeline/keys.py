@@ -6,14 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
-
 from reference.cache.key import create_cache_hash, tool_versions
 from reference.core.schema import ArtifactMetadata
 from reference.core.specs import LoweredGraph
 from reference.pipeline.lowering import Lowering
-
-
-# --- key ------------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)

@@ -24,9 +24,6 @@ from reference.pipeline.lowering import BuiltArtifact, Lowering, lower
 log = logging.getLogger("reference.pipeline")  # the package's one logger (docs/logging.md)
 
 
-# --- load -----------------------------------------------------------------------------------------
-
-
 def load(
     built: BuiltArtifact, lowering: Lowering, *, resident: Sequence[int] | None = None, driver: str = "auto"
 ) -> Callable:

@@ -6,13 +6,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Sequence
 
-
 from reference.cache.staging import StagedGraph, write_staged
 from reference.pipeline.keys import DEFAULT_KEY, KEY_POLICIES, KeyPolicy, build_metadata, lowering_key
 from reference.pipeline.lowering import SINGLE_MODULE, SPMD_PROGRAM, Lowering
-
-
-# --- stage: the deferred flow -----------------------------------------------------------------------
 
 
 def stage(
