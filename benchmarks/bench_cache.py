@@ -116,6 +116,7 @@ def _lookup_latency(tmp: Path) -> dict:
     import neuron_fixtures
     from reference.cache.key import create_cache_hash
     from reference.cache.neff_cache import NeffCache
+    from reference.compiler.driver import CompilerConfig
     from reference.core.build_settings import BuildSettings
     from reference import pipeline
     from reference.flows.tools import lower_graphs
@@ -126,7 +127,8 @@ def _lookup_latency(tmp: Path) -> dict:
     model, args = neuron_fixtures.build("mlp")
     graph = lower_graphs(model, args)[0]
     argv = ["--target", "trn2"]
-    built = pipeline.build_artifact(graph, argv, graph_name="bench", settings=BuildSettings.from_env())
+    ctx = pipeline.BuildContext("bench", CompilerConfig.from_args(argv), BuildSettings.from_env())
+    built = pipeline.build_artifact(graph, ctx)
     cache = NeffCache(str(tmp / "lookup" / "neff"))
     get_ms, key_get_ms = [], []
     for _ in range(300):

@@ -120,11 +120,15 @@ def measure(n: int) -> dict:
     import ray
 
     from reference.backends.capture import stage_graph
+    from reference.compiler.driver import CompilerConfig
+    from reference.core.build_settings import BuildSettings
+    from reference.pipeline import BuildContext
 
+    config, settings = CompilerConfig.from_args(ARGS), BuildSettings.from_env()
     with tempfile.TemporaryDirectory(prefix="bench-pc-ray-") as root:
         staged = os.path.join(root, "staged")
         for k in range(n):
-            stage_graph(_graph(float(k)), ARGS, graph_name=f"chain_{k}", directory=staged)
+            stage_graph(_graph(float(k)), BuildContext(f"chain_{k}", config, settings), directory=staged)
         row = {"graphs": n, "local": _compile(staged, root, "local", "local")}
         row["ray_on_demand"] = _compile(staged, root, "ray_on_demand", "ray")
         ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="WARNING")

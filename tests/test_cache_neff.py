@@ -25,13 +25,18 @@ from reference.cache.failures import MAX_ATTEMPTS
 from reference.cache.neff_cache import METADATA_FILE, NeffCache
 from reference.core.build_settings import BuildSettings, CacheRoots
 from reference import pipeline
-from reference.compiler.driver import CompilerDriver
+from reference.compiler.driver import CompilerConfig, CompilerDriver
 from reference.core.errors import NEFFCompilationError
 from reference.lowering.stablehlo import LoweredGraph
 from reference.core.metrics import METRICS
 from reference.runtime import LoadedArtifact
 
 ARGS = ["--target", "trn2"]
+
+
+def _ctx(graph_name: str, *, model_name: str = "model_default") -> pipeline.BuildContext:
+    """A build of ``graph_name`` under ARGS and the settings the environment gives now."""
+    return pipeline.BuildContext(graph_name, CompilerConfig.from_args(ARGS), BuildSettings.from_env(), model_name=model_name)
 
 
 @pytest.fixture(scope="module")
@@ -62,7 +67,7 @@ def _meta(lowered):
     from reference.cache.key import create_cache_hash
 
     k, breakdown = create_cache_hash(lowered.hlo, ARGS, lowered.input_specs, breakdown=True)
-    return pipeline.build_metadata(lowered, k, breakdown, ARGS, "mlp_graph")
+    return pipeline.build_metadata(lowered, k, breakdown, CompilerConfig.from_args(ARGS), "mlp_graph")
 
 
 def _key(lowered):
@@ -117,8 +122,8 @@ def test_a_damaged_entry_is_a_miss_and_is_evicted_with_a_warning(dirs, lowered, 
 
 
 def test_build_artifact_compiles_once_then_hits(dirs, lowered):
-    first = pipeline.build_artifact(lowered, ARGS, graph_name="g", settings=BuildSettings.from_env())
-    second = pipeline.build_artifact(lowered, ARGS, graph_name="g", settings=BuildSettings.from_env())
+    first = pipeline.build_artifact(lowered, _ctx("g"))
+    second = pipeline.build_artifact(lowered, _ctx("g"))
     assert (first.cache_hit, second.cache_hit) == (False, True)
     assert first.artifact == second.artifact and first.key == second.key
     assert METRICS.counters()["compiler_invocations"] == 1
@@ -128,11 +133,11 @@ def test_build_artifact_compiles_once_then_hits(dirs, lowered):
 def test_a_corrupt_entry_is_recompiled_and_the_result_runs(dirs, lowered):
     import torch
 
-    built = pipeline.build_artifact(lowered, ARGS, graph_name="g", settings=BuildSettings.from_env())
+    built = pipeline.build_artifact(lowered, _ctx("g"))
     art = os.path.join(pipeline.neff_cache(CacheRoots.from_env()).entry_dir(built.key), store.ARTIFACT_FILE)
     os.truncate(art, 100)
     with pytest.warns(CacheFallbackWarning, match="evicted"):
-        again = pipeline.build_artifact(lowered, ARGS, graph_name="g", settings=BuildSettings.from_env())
+        again = pipeline.build_artifact(lowered, _ctx("g"))
     assert not again.cache_hit and again.artifact == built.artifact
     assert METRICS.counters()["compiler_invocations"] == 2
     loaded = LoadedArtifact(again.artifact, graph_name="g", input_specs=lowered.input_specs, output_specs=lowered.output_specs)
@@ -142,8 +147,8 @@ def test_a_corrupt_entry_is_recompiled_and_the_result_runs(dirs, lowered):
 
 def test_disabled_cache_compiles_every_time_and_writes_nothing(dirs, lowered, monkeypatch):
     monkeypatch.setenv("TORCH_NEURONX_NEFF_DISABLE_CACHE", "1")
-    a = pipeline.build_artifact(lowered, ARGS, graph_name="g", settings=BuildSettings.from_env())
-    b = pipeline.build_artifact(lowered, ARGS, graph_name="g", settings=BuildSettings.from_env())
+    a = pipeline.build_artifact(lowered, _ctx("g"))
+    b = pipeline.build_artifact(lowered, _ctx("g"))
     assert not a.cache_hit and not b.cache_hit
     assert METRICS.counters()["compiler_invocations"] == 2
     assert not (dirs / "neff").exists() and not (dirs / "local").exists()
@@ -159,7 +164,7 @@ def test_a_full_disk_mid_write_leaves_nothing_and_falls_back_with_a_warning(dirs
 
     monkeypatch.setattr(store, "_write", half_then_enospc)
     with pytest.warns(CacheFallbackWarning, match="No space left"):
-        built = pipeline.build_artifact(lowered, ARGS, graph_name="g", settings=BuildSettings.from_env())
+        built = pipeline.build_artifact(lowered, _ctx("g"))
     assert built.artifact and not built.cache_hit
     cache = pipeline.neff_cache(CacheRoots.from_env())
     assert cache.keys() == [] and cache.scratch_dirs() == []
@@ -226,13 +231,13 @@ def test_failed_compiles_are_recorded_and_retried_under_the_policy(dirs, lowered
     bad = _bad_graph(lowered)
     for attempt in range(1, MAX_ATTEMPTS + 1):
         with pytest.raises(NEFFCompilationError) as info:
-            pipeline.build_artifact(bad, ARGS, graph_name="bad_graph", settings=BuildSettings.from_env())
+            pipeline.build_artifact(bad, _ctx("bad_graph"))
         assert not isinstance(info.value, RecordedCompileFailure)
         rec = pipeline.neff_cache(CacheRoots.from_env()).failures.get(_bad_key(bad))
         assert rec["attempts"] == attempt and rec["log"], "the record keeps the compiler's log"
     assert METRICS.counters()["compiler_invocations"] == MAX_ATTEMPTS
     with pytest.raises(RecordedCompileFailure) as info:
-        pipeline.build_artifact(bad, ARGS, graph_name="bad_graph", settings=BuildSettings.from_env())
+        pipeline.build_artifact(bad, _ctx("bad_graph"))
     assert _bad_key(bad) in str(info.value) and "fnuc" in info.value.compiler_log
     assert METRICS.counters()["compiler_invocations"] == MAX_ATTEMPTS, "held back: no compiler run"
     # After the cool-down, the next attempt compiles again.
@@ -242,7 +247,7 @@ def test_failed_compiles_are_recorded_and_retried_under_the_policy(dirs, lowered
     rec["last_failure"] -= records.cooldown_s + 1
     json.dump(rec, open(path, "w"))
     with pytest.raises(NEFFCompilationError) as info:
-        pipeline.build_artifact(bad, ARGS, graph_name="bad_graph", settings=BuildSettings.from_env())
+        pipeline.build_artifact(bad, _ctx("bad_graph"))
     assert not isinstance(info.value, RecordedCompileFailure)
     assert METRICS.counters()["compiler_invocations"] == MAX_ATTEMPTS + 1
 
@@ -258,7 +263,7 @@ def test_a_success_clears_the_failure_record(dirs, lowered):
     key = _key(lowered)
     cache.failures.record(key, graph_name="g", error=NEFFCompilationError("transient", compiler_log="killed"))
     assert cache.failures.get(key)["attempts"] == 1
-    built = pipeline.build_artifact(lowered, ARGS, graph_name="g", settings=BuildSettings.from_env())
+    built = pipeline.build_artifact(lowered, _ctx("g"))
     assert built.key == key and cache.failures.get(key) is None
 
 
@@ -311,13 +316,13 @@ def _plant_unloadable(cache: NeffCache, lowered, key: str) -> None:
 
 
 def test_an_unloadable_cached_artifact_is_evicted_and_rebuilt_once(dirs, lowered):
-    first = pipeline.build_artifact(lowered, ARGS, graph_name="g", settings=BuildSettings.from_env())
+    first = pipeline.build_artifact(lowered, _ctx("g"))
     cache = pipeline.neff_cache(CacheRoots.from_env())
     with pytest.warns(CacheFallbackWarning):
         _plant_unloadable(cache, lowered, first.key)
     before = METRICS.counters().get("compiler_invocations", 0)
     with pytest.warns(CacheFallbackWarning, match=f"{first.key} evicted: the runtime could not load"):
-        served = pipeline.serve(pipeline.Lowering(lowered), ARGS, graph_name="g", model_name="m", settings=BuildSettings.from_env())
+        served = pipeline.serve(pipeline.Lowering(lowered), _ctx("g", model_name="m"))
     assert METRICS.counters().get("compiler_invocations", 0) == before + 1
     assert served.built.artifact == first.artifact and not served.built.cache_hit
     assert cache.get(first.key).artifact == first.artifact, "the rebuilt artifact was published"
@@ -328,7 +333,7 @@ def test_an_artifact_that_stays_unloadable_after_the_rebuild_names_the_entry(dir
     from reference.cache.errors import UnloadableArtifactError
     from reference.compiler.driver import CompileResult
 
-    key = pipeline.build_artifact(lowered, ARGS, graph_name="g", settings=BuildSettings.from_env()).key
+    key = pipeline.build_artifact(lowered, _ctx("g")).key
     cache = pipeline.neff_cache(CacheRoots.from_env())
     with pytest.warns(CacheFallbackWarning):
         _plant_unloadable(cache, lowered, key)
@@ -336,5 +341,5 @@ def test_an_artifact_that_stays_unloadable_after_the_rebuild_names_the_entry(dir
     monkeypatch.setattr(CompilerDriver, "compile", lambda self, hlo, args, graph_name=None: CompileResult(
         b"\x08\x00\x00\x00still not a flatbuffer", [], "", 1))
     with pytest.warns(CacheFallbackWarning), pytest.raises(UnloadableArtifactError) as info:
-        pipeline.serve(pipeline.Lowering(lowered), ARGS, graph_name="g", model_name="m", settings=BuildSettings.from_env())
+        pipeline.serve(pipeline.Lowering(lowered), _ctx("g", model_name="m"))
     assert cache.entry_dir(key) in str(info.value) and "'g'" in str(info.value)

@@ -6,7 +6,10 @@
   ``CacheRoots.from_env()``: the settings a compile request carries are handed down. The
   environment is read in ``reference/core/``, where a request is resolved (the seams) and at the
   entry points of tools and flows;
-- no function in ``reference/`` or ``conformance/`` (outside tests) runs past 80 lines.
+- no function in ``reference/`` or ``conformance/`` (outside tests) runs past 80 lines;
+- on the path from the seam's door down through the pipeline, no function takes more than four
+  parameters besides the graph and its inputs: the request goes down whole (a
+  ``BuildContext``), not one keyword per part.
 """
 
 from __future__ import annotations
@@ -35,10 +38,11 @@ ROOT = Path(__file__).resolve().parent.parent
 #: Where ``*.from_env()`` may be called: floor 0, the seams' request resolution, the flows' and
 #: tools' entry points.
 FROM_ENV_ALLOWED = ("reference/core/", "reference/compiler/request.py", "reference/flows/")
-#: Below the seam, still falling back to the environment when a caller passes no flag: the SPMD
-#: guards' default for ``strict`` (the seeds' ``run_passes(gm, **kwargs)`` outside a compile reads
-#: the strict flag from the environment through it). Listed so that a new one fails here.
-FROM_ENV_NOT_YET_HANDED_DOWN = {"reference/spmd/guards.py": 1}
+#: Public entry points below the floors above, by count: the seeds' keyword entry of the FX passes
+#: (``PassContext.of``, behind ``run_passes(gm, **kwargs)`` and ``FXPass.run(gm, **kwargs)``),
+#: called outside a compile, reads the strict-SPMD flag when it is not given; a compile hands its
+#: request's flag in a ``PassContext`` instead. Listed so that a new one fails here.
+FROM_ENV_AT_PUBLIC_ENTRIES = {"reference/fx_passes/base.py": 1}
 
 
 def _from_env_calls(path: Path) -> int:
@@ -56,7 +60,7 @@ def test_from_env_is_read_only_at_the_seam_and_the_entry_points():
         if rel.startswith(FROM_ENV_ALLOWED):
             continue
         n = _from_env_calls(path)
-        if n and FROM_ENV_NOT_YET_HANDED_DOWN.get(rel) != n:
+        if n and FROM_ENV_AT_PUBLIC_ENTRIES.get(rel) != n:
             found[rel] = n
     assert not found, (
         "from_env() below the seam (hand the compile request's settings down instead): "
@@ -82,3 +86,44 @@ def test_no_function_runs_past_80_lines():
                     if lines > MAX_FUNCTION_LINES and (rel, node.name) not in TOO_LONG_STILL:
                         long.append(f"{rel}: {node.name} ({lines} lines)")
     assert not long, f"functions over {MAX_FUNCTION_LINES} lines (split them): " + ", ".join(long)
+
+
+#: The path a graph takes from the seam's door (``compile_fx_graph``) down: the seams, their
+#: actions and the pipeline.
+REQUEST_PATH = ("reference/pipeline/", "reference/backends/seam.py", "reference/backends/neuron.py",
+                "reference/backends/native.py", "reference/backends/capture.py", "reference/backends/inference_plan.py")
+#: What a function on that path takes as "the graph and its inputs" (in one of its forms: Dynamo's
+#: graph, an ATen graph, a lowering, a lowered module, a built artifact, a staged entry).
+GRAPH_AND_INPUTS = {"gm", "aten_gm", "lowering", "lowered", "built", "entry", "example_inputs", "n_inputs", "args"}
+MAX_PARAMETERS = 4
+
+
+def _parameters(node: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
+    a = node.args
+    names = [x.arg for x in (*a.posonlyargs, *a.args, *a.kwonlyargs)]
+    names += [x.arg for x in (a.vararg, a.kwarg) if x is not None]
+    return [n for n in names if n not in ("self", "cls") and n not in GRAPH_AND_INPUTS]
+
+
+def test_the_request_path_takes_the_request_whole():
+    wide = []
+    for path in sorted((ROOT / "reference").rglob("*.py")):
+        rel = path.relative_to(ROOT).as_posix()
+        if not rel.startswith(REQUEST_PATH):
+            continue
+        tree = ast.parse(path.read_text(), rel)
+        errors = {id(f) for c in ast.walk(tree) if isinstance(c, ast.ClassDef) and c.name.endswith("Error") for f in c.body}
+        for node in ast.walk(tree):  # an error's constructor names what went wrong: not the path
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and id(node) not in errors and len(_parameters(node)) > MAX_PARAMETERS:
+                wide.append(f"{rel}: {node.name}({', '.join(_parameters(node))})")
+    assert not wide, (
+        f"functions on the request path taking more than {MAX_PARAMETERS} parameters besides the graph "
+        "(hand down the BuildContext or the CompileRequest instead): " + "; ".join(wide)
+    )
+
+
+def test_the_parameter_count_sees_a_wide_function():
+    wide = ast.parse("def serve(lowering, compiler_args, *, graph_name, model_name, key_policy, settings): ...").body[0]
+    narrow = ast.parse("def serve(self, lowering, ctx, *, eager=None, resident=None, nones=()): ...").body[0]
+    assert _parameters(wide) == ["compiler_args", "graph_name", "model_name", "key_policy", "settings"]
+    assert len(_parameters(narrow)) == MAX_PARAMETERS

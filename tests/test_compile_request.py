@@ -140,8 +140,10 @@ def test_a_compile_follows_the_settings_of_its_request_not_the_environment_later
     policy, the cache folders and assert-cache-hit all come from the request."""
     from reference import pipeline
     from reference.core.build_settings import BuildSettings, CacheRoots
+    from reference.compiler.driver import CompilerConfig
     from reference.core.errors import PrecisionError
 
+    o1 = CompilerConfig.from_args(["-O1"])
     (lowered,) = lower_graphs(lambda a: a * 2, (torch.ones(3, dtype=torch.float64),))
     mine = BuildSettings(cache=CacheRoots(neff=str(tmp_path / "mine"), hlo=str(tmp_path / "hlo"), local=str(tmp_path / "lk"),
                                           configured=frozenset({env.NEFF_CACHE_DIR, env.HLO_CACHE_DIR, env.NEFF_LOCAL_CACHE_DIR})))
@@ -149,11 +151,11 @@ def test_a_compile_follows_the_settings_of_its_request_not_the_environment_later
     monkeypatch.setenv(env.NEFF_CACHE_DIR, str(tmp_path / "elsewhere"))
     monkeypatch.setenv(env.ASSERT_CACHE_HIT, "1")
     with pytest.warns(UserWarning, match="float64"):  # narrowed (the request's policy), not refused
-        served = pipeline.serve(pipeline.Lowering(lowered), ["-O1"], graph_name="g64", model_name="m", settings=mine)
+        served = pipeline.serve(pipeline.Lowering(lowered), pipeline.BuildContext("g64", o1, mine))
     assert (tmp_path / "mine" / served.key).is_dir() and not (tmp_path / "elsewhere").exists()
     torch.testing.assert_close(served(torch.ones(3, dtype=torch.float64))[0], torch.full((3,), 2.0, dtype=torch.float64))
     with pytest.raises(PrecisionError, match="g64"):  # the environment's settings, read now, refuse it
-        pipeline.serve(pipeline.Lowering(lowered), ["-O1"], graph_name="g64", model_name="m", settings=BuildSettings.from_env())
+        pipeline.serve(pipeline.Lowering(lowered), pipeline.BuildContext("g64", o1, BuildSettings.from_env()))
 
 
 def test_an_unknown_key_policy_is_a_typed_error():
@@ -351,9 +353,9 @@ def test_an_atom_piece_loads_with_the_list_in_its_handle(monkeypatch):
     served: list[list[str]] = []
     real = pipeline.serve
 
-    def spying(lowering, compiler_args, **kwargs):
-        served.append(list(compiler_args))
-        return real(lowering, compiler_args, **kwargs)
+    def spying(lowering, ctx, **kwargs):
+        served.append(list(ctx.config))
+        return real(lowering, ctx, **kwargs)
 
     monkeypatch.setattr(pipeline, "serve", spying)
 

@@ -11,6 +11,9 @@ import pytest
 import torch
 
 from reference.backends.capture import read_staged, stage_graph
+from reference.compiler.driver import CompilerConfig
+from reference.core.build_settings import BuildSettings
+from reference.pipeline import BuildContext
 from reference.flows.forked import run_forked
 from reference.core.specs import TensorSpec
 from reference.lowering.stablehlo import LoweredGraph
@@ -73,6 +76,12 @@ def test_validate_jobs_names_the_job():
             validate_jobs([bad])
 
 
+def _ctx(graph_name: str, compiler_args) -> BuildContext:
+    """A build of ``graph_name`` under ``compiler_args`` (parsed here, as a public edge would) and
+    the settings the environment gives now."""
+    return BuildContext(graph_name, CompilerConfig.from_args(compiler_args), BuildSettings.from_env())
+
+
 def _lowered() -> LoweredGraph:
     spec = TensorSpec("float32", (2,), (1,))
     hlo = "module {\n  func.func @main(%arg0: tensor<2xf32>) -> tensor<2xf32> {\n    return %arg0 : tensor<2xf32>\n  }\n}\n"
@@ -80,7 +89,7 @@ def _lowered() -> LoweredGraph:
 
 
 def test_staged_entries_round_trip_and_resolve_their_arguments(tmp_path):
-    stage_graph(_lowered(), ["-O3", "--target", "trn2"], graph_name="g0", directory=str(tmp_path))
+    stage_graph(_lowered(), _ctx("g0", ["-O3", "--target", "trn2"]), directory=str(tmp_path))
     (entry,) = read_staged(tmp_path)
     assert entry.metadata.stage == "captured" and entry.lowered() == _lowered()
     assert resolve_staged_args(entry, ["-O1"]) == (["-O3", "--target", "trn2"], "recorded")
@@ -89,8 +98,8 @@ def test_staged_entries_round_trip_and_resolve_their_arguments(tmp_path):
 
 
 def test_staged_checks_see_entries_grouped_by_graph_before_compiling(tmp_path):
-    stage_graph(_lowered(), ["-O3"], graph_name="g0", directory=str(tmp_path))
-    stage_graph(_lowered(), ["-O2"], graph_name="g0", directory=str(tmp_path))
+    stage_graph(_lowered(), _ctx("g0", ["-O3"]), directory=str(tmp_path))
+    stage_graph(_lowered(), _ctx("g0", ["-O2"]), directory=str(tmp_path))
     seen = {}
 
     class Stop(Exception):
@@ -124,9 +133,9 @@ def test_parallel_compile_publishes_and_names_a_failing_graph(tmp_path, monkeypa
     monkeypatch.setenv("TORCH_NEURONX_NEFF_CACHE_DIR", str(tmp_path / "neff"))
     monkeypatch.setenv("TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR", str(tmp_path / "local"))
     staged = tmp_path / "staged"
-    good = stage_graph(_lowered(), ["-O2", "--target", "trn2"], graph_name="good_graph", directory=str(staged))
+    good = stage_graph(_lowered(), _ctx("good_graph", ["-O2", "--target", "trn2"]), directory=str(staged))
     bad = LoweredGraph("module { this is not mlir }\n", _lowered().input_specs, _lowered().output_specs, 1)
-    stage_graph(bad, ["-O2", "--target", "trn2"], graph_name="broken_graph", directory=str(staged))
+    stage_graph(bad, _ctx("broken_graph", ["-O2", "--target", "trn2"]), directory=str(staged))
     with pytest.raises(ParallelCompileError, match="broken_graph") as info:
         parallel_compile(staged, workers=2, progress=False)
     (ok,) = [g for g in info.value.report.graphs if g.ok]
@@ -210,7 +219,7 @@ def test_a_failing_fx_pass_falls_back_to_eager_when_fallback_is_on(monkeypatch):
 def test_an_entry_staged_by_an_older_reference_is_refused_with_what_to_do(tmp_path):
     from reference.core.schema import MetadataError
 
-    staged = stage_graph(_lowered(), ["-O3"], graph_name="g0", directory=str(tmp_path))
+    staged = stage_graph(_lowered(), _ctx("g0", ["-O3"]), directory=str(tmp_path))
     (Path(staged.path) / "program.json").write_text("{}")  # what entries kept before lowering.json
     with pytest.raises(MetadataError, match=r"staged by an older reference \(program.json.*capture the graph again"):
         read_staged(tmp_path)

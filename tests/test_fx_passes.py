@@ -100,7 +100,7 @@ def test_each_default_pass_is_an_fxpass_with_a_version():
     assert all(len(i.split("#")[1]) == 12 for i in identity), "each pass's identity ends in its source's digest"
 
 
-def test_a_pass_is_named_after_its_class_and_gets_a_typed_context():
+def test_a_pass_is_named_after_its_class_and_gets_a_typed_context(monkeypatch):
     seen = []
 
     class Recorder(FXPass):
@@ -113,10 +113,14 @@ def test_a_pass_is_named_after_its_class_and_gets_a_typed_context():
             seen.append(kwargs)
             return gm
 
+    monkeypatch.setenv("NEURON_LIBTORCH_SPMD_STRICT", "1")  # the keyword entry reads the flag when not given
     manager_of(Recorder(), SeedStyle()).run_passes(fx.symbolic_trace(lambda x: x + 1), graph_name="g", mine=3)
     assert Recorder().name == "Recorder" and SeedStyle().name == "SeedStyle"
-    assert seen[0] == PassContext(graph_name="g", target_device="cpu", spmd_strict=None, extra={"mine": 3})
-    assert seen[1] == {"graph_name": "g", "target_device": "cpu", "spmd_strict": None, "mine": 3}
+    assert seen[0] == PassContext(graph_name="g", target_device="cpu", spmd_strict=True, extra={"mine": 3})
+    assert seen[1] == {"graph_name": "g", "target_device": "cpu", "spmd_strict": True, "mine": 3}
+    monkeypatch.setenv("NEURON_LIBTORCH_SPMD_STRICT", "0")
+    assert PassContext.of(graph_name="g").spmd_strict is False
+    assert PassContext.of(graph_name="g", spmd_strict=True).spmd_strict is True, "a given flag wins over the environment"
 
 
 _A_PASS = """

@@ -25,8 +25,9 @@ from reference.core.errors import EnvVarError
 from reference.core.specs import TensorSpec
 from reference.flows.staged_build import ExecutorChoiceError, ParallelCompileError, parallel_compile
 from reference.lowering.stablehlo import LoweredGraph
-from reference.core.build_settings import CacheRoots
-from reference.pipeline import neff_cache
+from reference.compiler.driver import CompilerConfig
+from reference.core.build_settings import BuildSettings, CacheRoots
+from reference.pipeline import BuildContext, neff_cache
 from reference.runtime import LoadedArtifact
 
 needs_ray = pytest.mark.skipif(
@@ -35,6 +36,12 @@ needs_ray = pytest.mark.skipif(
 )
 ARGS = ["-O2", "--target", "trn2"]
 SPEC = TensorSpec("float32", (4,), (1,))
+
+
+def _ctx(graph_name: str, compiler_args) -> BuildContext:
+    """A build of ``graph_name`` under ``compiler_args`` (parsed here, as a public edge would) and
+    the settings the environment gives now."""
+    return BuildContext(graph_name, CompilerConfig.from_args(compiler_args), BuildSettings.from_env())
 
 
 def _adds(k: float) -> LoweredGraph:
@@ -50,7 +57,7 @@ def _adds(k: float) -> LoweredGraph:
 
 def _stage(directory, n: int) -> dict[str, float]:
     """n distinct graphs staged under directory; their keys and constants."""
-    return {stage_graph(_adds(float(k)), ARGS, graph_name=f"add_{k}", directory=str(directory)).key: float(k) for k in range(n)}
+    return {stage_graph(_adds(float(k)), _ctx(f"add_{k}", ARGS), directory=str(directory)).key: float(k) for k in range(n)}
 
 
 def _caches(monkeypatch, root) -> None:
@@ -223,9 +230,9 @@ def test_a_graph_staged_twice_is_one_task_on_the_cluster(tmp_path, monkeypatch, 
 
     _caches(monkeypatch, tmp_path)
     staged = tmp_path / "staged"
-    first = stage_graph(_adds(7.0), ARGS, graph_name="site_a", directory=str(staged))
-    again = stage_graph(_adds(7.0), ARGS, graph_name="site_b", directory=str(staged))
-    other = stage_graph(_adds(8.0), ARGS, graph_name="site_c", directory=str(staged))
+    first = stage_graph(_adds(7.0), _ctx("site_a", ARGS), directory=str(staged))
+    again = stage_graph(_adds(7.0), _ctx("site_b", ARGS), directory=str(staged))
+    other = stage_graph(_adds(8.0), _ctx("site_c", ARGS), directory=str(staged))
     assert first.key == again.key != other.key
     ran = tmp_path / "tasks"
     ran.mkdir()
@@ -246,9 +253,9 @@ def test_a_graph_staged_twice_is_one_task_on_the_cluster(tmp_path, monkeypatch, 
 def test_a_graph_that_fails_on_ray_gets_its_failure_record_and_the_others_publish(tmp_path, monkeypatch, local_ray):
     _caches(monkeypatch, tmp_path)
     staged = tmp_path / "staged"
-    good = stage_graph(_adds(1.0), ARGS, graph_name="good_graph", directory=str(staged))
+    good = stage_graph(_adds(1.0), _ctx("good_graph", ARGS), directory=str(staged))
     bad = LoweredGraph("module { this is not mlir }\n", (SPEC,), (SPEC,), 1)
-    broken = stage_graph(bad, ARGS, graph_name="broken_graph", directory=str(staged))
+    broken = stage_graph(bad, _ctx("broken_graph", ARGS), directory=str(staged))
     with pytest.raises(ParallelCompileError, match="(?s)1 of 2.*broken_graph") as info:
         parallel_compile(staged, workers=2, executor="ray", progress=False)
     (failed,) = info.value.report.failures

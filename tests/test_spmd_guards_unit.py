@@ -30,7 +30,7 @@ def test_rank_constant_warns_by_default_and_raises_under_strict():
     gm = _graph_with_rank_constant()
     with _unset(env.SPMD_STRICT):
         with pytest.warns(SPMDWarning, match="torch.full"):
-            found = check_rank_constants(gm, graph_name="g")
+            found = check_rank_constants(gm, graph_name="g", strict=False)
     assert [f.builder for f in found] == ["torch.full"]
     with pytest.raises(RankConstantError, match="NEURON_LIBTORCH_SPMD_STRICT=1") as info:
         check_rank_constants(gm, graph_name="g", strict=True)
@@ -55,14 +55,24 @@ class _unset:
 
 @pytest.mark.spec("002.guards.strict-flag")
 def test_strict_flag_comes_from_the_environment(monkeypatch):
+    # The guards take the flag; the entry points read NEURON_LIBTORCH_SPMD_STRICT when called:
+    # parallel_compile's registered check, and the seeds' keyword entry of the passes.
+    from reference.flows.staged_build import check_staged_graphs
+    from reference.fx_passes import PassContext
+
     staged = {"decode": {"a": [0], "b": [1]}}
-    monkeypatch.setenv(env.SPMD_STRICT, "1")
     with pytest.raises(SplinterError) as info:
-        check_single_artifact(staged)
+        check_single_artifact(staged, strict=True)
     assert {s.key for s in info.value.splinters} == {"a", "b"}
-    monkeypatch.setenv(env.SPMD_STRICT, "0")
     with pytest.warns(SPMDWarning):
-        assert len(check_single_artifact(staged)) == 2
+        assert len(check_single_artifact(staged, strict=False)) == 2
+    seen = []
+    monkeypatch.setattr("reference.flows.staged_build.check_staged_groups", lambda groups, *, strict: seen.append(strict))
+    for value, strict in (("1", True), ("0", False)):
+        monkeypatch.setenv(env.SPMD_STRICT, value)
+        check_staged_graphs({})
+        assert PassContext.of(graph_name="g").spmd_strict is strict
+    assert seen == [True, False]
 
 
 @pytest.mark.spec("002.guards.union-of-ranks")

@@ -6,8 +6,6 @@ conformance/tests/test_spmd.py.
 
 from __future__ import annotations
 
-import os
-
 import pytest
 import torch
 import torch.distributed as dist
@@ -181,35 +179,39 @@ def test_program_pieces_are_lowered_through_the_hlo_cache(group, caches):
 def test_a_staged_program_keys_builds_and_runs_as_the_lowered_one(group, caches):
     from reference.cache.staging import read_staged
     from reference.core.metrics import METRICS
-    from reference.pipeline import build, load, lowering_key, stage, staged_lowering
+    from reference.compiler.driver import CompilerConfig
+    from reference.pipeline import BuildContext, build, load, lowering_key, stage, staged_lowering
 
     fn = _all_four(group)
     x = torch.arange(8, dtype=torch.float32).view(4, 2)
     lowering = lower(_aten(fn, x, rank_tensor(0)), graph_name="g", settings=BuildSettings.from_env())
-    staged = stage(lowering, ["-O1"], graph_name="g", directory=str(caches / "staged"))
+    o1 = CompilerConfig.from_args(["-O1"])
+    ctx = BuildContext("g", o1, BuildSettings.from_env())
+    staged = stage(lowering, ctx, str(caches / "staged"))
     (entry,) = read_staged(caches / "staged")
     again = staged_lowering(entry)
     assert again.strategy is SPMD_PROGRAM and entry.metadata.has_collectives
-    assert lowering_key(again, ["-O1"])[0] == lowering_key(lowering, ["-O1"])[0] == staged.key
+    assert lowering_key(again, o1)[0] == lowering_key(lowering, o1)[0] == staged.key
     METRICS.reset()
-    built = build(again, ["-O1"], graph_name="g", settings=BuildSettings.from_env())  # one compile, one cache entry
+    built = build(again, ctx)  # one compile, one cache entry
     assert METRICS.counters().get("compiler_invocations") == 1 and METRICS.counters().get("spmd_piece_compiles") == 3
-    assert build(lowering, ["-O1"], graph_name="g", settings=BuildSettings.from_env()).cache_hit
+    assert build(lowering, ctx).cache_hit
     out = load(built, again)(x, rank_tensor(0))
     torch.testing.assert_close(out[0], fn(x, rank_tensor(0)))
 
 
 def test_a_program_whose_piece_fails_to_compile_is_recorded_under_its_key(group, caches):
-    from reference.compiler.driver import CompilerDriver
+    from reference.compiler.driver import CompilerConfig, CompilerDriver
     from reference.core.errors import NEFFCompilationError
-    from reference.pipeline import build, lowering_key, neff_cache
+    from reference.pipeline import BuildContext, build, lowering_key, neff_cache
 
     class Refusing(CompilerDriver):  # a stand-in driver: this test is about the failure record
         def compile(self, hlo, compiler_args, *, graph_name):
             raise NEFFCompilationError("refused", graph_name=graph_name)
 
     lowering = lower(_aten(_all_four(group), torch.ones(4, 2), rank_tensor(0)), graph_name="g", settings=BuildSettings.from_env())
+    o2 = CompilerConfig.from_args(["-O2"])
     with pytest.raises(NEFFCompilationError, match="g_piece0"):
-        build(lowering, ["-O2"], graph_name="g", driver=Refusing(), settings=BuildSettings.from_env())
-    record = neff_cache(CacheRoots.from_env()).failures.get(lowering_key(lowering, ["-O2"])[0])
+        build(lowering, BuildContext("g", o2, BuildSettings.from_env()), driver=Refusing())
+    record = neff_cache(CacheRoots.from_env()).failures.get(lowering_key(lowering, o2)[0])
     assert record is not None and record["graph_name"] == "g"

@@ -19,7 +19,8 @@ from reference.backends.neuron import _BackwardGraph
 from reference.core.errors import NEFFCompilationError, TrainingUnsupportedError
 from reference.lowering.decompositions import convolution_backward, flash_attention_backward
 from reference.core.build_settings import BuildSettings
-from reference.pipeline import compile_aten_graph
+from reference.compiler.driver import CompilerConfig
+from reference.pipeline import BuildContext, compile_aten_graph
 
 aten = torch.ops.aten
 
@@ -103,7 +104,7 @@ def test_a_graph_with_none_outputs_compiles_and_returns_them_in_place():
 
     x, y = torch.randn(3, 4), torch.randn(3, 4)
     gm = make_fx(fn)(x, y)
-    compiled = compile_aten_graph(gm, graph_name="none_outputs", compiler_args=[], model_name="t", settings=BuildSettings.from_env())
+    compiled = compile_aten_graph(gm, BuildContext("none_outputs", CompilerConfig.from_args([]), BuildSettings.from_env()))
     assert compiled.nones == (1, 3)
     out = compiled(x, y)
     assert out[1] is None and out[3] is None and len(out) == 4

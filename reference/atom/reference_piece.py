@@ -158,7 +158,7 @@ class ReferencePiece:
         from reference.compiler.scope import scoped_compiler_args
         from reference.backends.inference_plan import plan_for
         from reference.lowering.stablehlo import none_outputs
-        from reference.pipeline import lower, serve
+        from reference.pipeline import BuildContext, lower, serve
 
         tensors = [args[i] for i in self.tensor_positions]
         resident = tuple(j for j, t in enumerate(tensors) if _is_weight(t))
@@ -166,10 +166,8 @@ class ReferencePiece:
 
         def serve_piece(aten_gm, *, graph_name, request, fx_passes_us):
             lowering = lower(aten_gm, graph_name=graph_name, settings=request.settings)
-            compiled = serve(
-                lowering, request.config, graph_name=graph_name, model_name=request.model_name, fx_passes_us=fx_passes_us,
-                eager=aten_gm, nones=none_outputs(aten_gm), resident=resident, settings=request.settings,
-            )
+            ctx = BuildContext.of(request, graph_name, fx_passes_us=fx_passes_us)
+            compiled = serve(lowering, ctx, eager=aten_gm, nones=none_outputs(aten_gm), resident=resident)
             names = aot_graph_names()
             graph_type = names[0].partition("_")[2] if names else "inference"
             made.append((compiled, plan_for(aten_gm, len(tensors), graph_type or "inference", compiled)))

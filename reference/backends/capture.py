@@ -19,7 +19,7 @@ import contextlib
 import contextvars
 import os
 import threading
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping
 
 import torch
 import torch.distributed as dist
@@ -31,7 +31,7 @@ from reference.cache.staging import StagedGraph, read_staged
 from reference.core.build_settings import CacheRoots
 from reference.core.errors import FlowDirectoryError
 from reference.core.specs import LoweredGraph
-from reference.pipeline import DEFAULT_KEY, KEY_POLICIES, KeyPolicy, Lowering, lower, stage
+from reference.pipeline import DEFAULT_KEY, KEY_POLICIES, BuildContext, KeyPolicy, Lowering, lower, stage
 from reference.spmd.guards import mark_staged_rank
 
 __all__ = ["CAPTURES", "CAPTURE_SEAM", "StagedGraph", "capture_backend", "capture_dir", "capture_to", "read_staged", "stage_graph"]
@@ -61,8 +61,7 @@ def capture_to(path: str | os.PathLike, *, key_policy: str = "default") -> Itera
 
 def capture_dir(cache: CacheRoots) -> str:
     """Where captured graphs are staged: the :func:`capture_to` block's folder, else ``captured/``
-    under the HLO cache folder of ``cache`` (a compile request's roots; a tool outside a compile
-    passes ``CacheRoots.from_env()``)."""
+    under the HLO cache folder of ``cache`` (a compile request's roots)."""
     return _capture_dir.get() or os.path.join(cache.folder("hlo"), "captured")
 
 
@@ -89,37 +88,25 @@ class CaptureLog:
 CAPTURES = CaptureLog()
 
 
-def stage_graph(
-    lowering: Lowering | LoweredGraph,
-    compiler_args: Sequence[str],
-    *,
-    graph_name: str,
-    directory: str | None = None,
-    key_policy: str | None = None,
-    cache: CacheRoots | None = None,
-) -> StagedGraph:
-    """Stage one lowered graph (atomically: a reader sees no entry or a whole one), mark the rank
-    that staged it in a multi-rank run (for the single-artifact check), and log it. Without a
-    ``directory`` or a :func:`capture_to` block, the graph goes under ``captured/`` of the HLO
-    cache folder of ``cache`` (a compile request's roots); with none of the three, ``TypeError``."""
-    if directory is None and cache is None and not _capture_dir.get():
-        raise TypeError(f"stage_graph({graph_name!r}): give a directory, a capture_to block or the request's cache roots")
+def stage_graph(lowering: Lowering | LoweredGraph, ctx: BuildContext, *, directory: str | None = None) -> StagedGraph:
+    """Stage one lowered graph under ``ctx`` (its name, compiler configuration and key policy;
+    atomically: a reader sees no entry or a whole one), mark the rank that staged it in a
+    multi-rank run (for the single-artifact check), and log it. The graph goes under
+    ``directory``, else the :func:`capture_to` block's folder, else ``captured/`` of the HLO cache
+    folder of the context's settings."""
     if isinstance(lowering, LoweredGraph):
         lowering = Lowering(lowering)
-    directory = os.path.abspath(directory or capture_dir(cache))
-    policy = KEY_POLICIES[key_policy] if key_policy is not None else _key_policy.get()
-    staged = stage(lowering, compiler_args, graph_name=graph_name, directory=directory, key_policy=policy)
+    directory = os.path.abspath(directory or capture_dir(ctx.settings.cache))
+    staged = stage(lowering, ctx, directory)
     if dist.is_available() and dist.is_initialized():
         mark_staged_rank(staged.path, dist.get_rank())
-    CAPTURES.add({"key": staged.key, "graph_name": graph_name, "compiler_args": list(compiler_args), "directory": directory})
+    CAPTURES.add({"key": staged.key, "graph_name": ctx.graph_name, "compiler_args": list(ctx.config), "directory": directory})
     return staged
 
 
 def _stage_action(aten_gm: torch.fx.GraphModule, *, graph_name: str, request: CompileRequest, **_) -> Callable:
-    stage_graph(
-        lower(aten_gm, graph_name=graph_name, settings=request.settings), request.config, graph_name=graph_name,
-        key_policy=request.key_policy, cache=request.cache,
-    )
+    # the request's key policy is the capture_to block's (the seam's key_policy_from)
+    stage_graph(lower(aten_gm, graph_name=graph_name, settings=request.settings), BuildContext.of(request, graph_name))
     return aten_gm
 
 

@@ -32,7 +32,8 @@ from reference.core.metrics import METRICS
 from reference.core.torch_compat import aot_inference_facts, functorch_config, next_aot_id
 from reference.lowering import decompositions, nki_sdpa, sorting
 from reference.lowering.stablehlo import lowering_fingerprint
-from reference.pipeline import CompiledGraph, Lowering, serve, static_input_indices
+from reference.compiler.request import CompileRequest
+from reference.pipeline import BuildContext, CompiledGraph, Lowering, serve, static_input_indices
 
 log = logging.getLogger(__name__)
 
@@ -158,11 +159,11 @@ class PlannedCall:
 
 
 def serve_planned(
-    key: str, n_inputs: int, *, compiler_args: Sequence[str], model_name: str, fx_passes_us: int,
-    settings: BuildSettings,
+    key: str, n_inputs: int, request: CompileRequest, *, fx_passes_us: int = 0
 ) -> tuple[PlannedCall, CompiledGraph, InferencePlan] | None:
-    """The graph of plan ``key`` from the caches of ``settings`` (the compile request's), served
-    under them, or ``None`` (no plan, or its HLO record is gone)."""
+    """The graph of plan ``key`` from the caches of the compile request's settings, served under
+    the request, or ``None`` (no plan, or its HLO record is gone)."""
+    settings, model_name = request.settings, request.model_name
     cache = plan_cache(settings.cache)
     plan = cache.get(key) if cache is not None else None
     if plan is None:
@@ -179,8 +180,6 @@ def serve_planned(
     graph_name = f"{model_name}_{aot_id}_inference_{nth}"
     METRICS.bump("hlo_cache_hits")
     METRICS.bump("plan_cache_hits")
-    compiled = serve(
-        Lowering(lowered, hlo_key=plan.hlo_key), compiler_args, graph_name=graph_name, model_name=model_name,
-        fx_passes_us=fx_passes_us, resident=plan.static_inputs, settings=settings,
-    )
+    ctx = BuildContext.of(request, graph_name, fx_passes_us=fx_passes_us)
+    compiled = serve(Lowering(lowered, hlo_key=plan.hlo_key), ctx, resident=plan.static_inputs)
     return PlannedCall(compiled, plan, graph_name), compiled, plan

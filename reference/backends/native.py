@@ -22,7 +22,7 @@ import torch
 
 from reference.backends.neuron import compile_fx_graph, opt_into_graph_breaks
 from reference.backends.seam import Seam, serve_graph
-from reference.compiler.driver import parse_compiler_args
+from reference.compiler.driver import CompilerConfig, parse_compiler_args
 from reference.core.errors import NeuronBackendError
 from reference.pipeline import NATIVE_KEY
 
@@ -87,8 +87,8 @@ def _assert_cache_key_args(key: str, compiler_args: Sequence[str], *, graph_name
     _REGISTRY.check_and_record(key, compiler_args, graph_name)
 
 
-def _check_key_args(key: str, compiler_args: Sequence[str], graph_name: str, recorded: Sequence[str] | None) -> None:
-    _assert_cache_key_args(key, compiler_args, graph_name=graph_name, recorded=recorded)
+def _check_key_args(key: str, config: CompilerConfig, graph_name: str, recorded: Sequence[str] | None) -> None:
+    _assert_cache_key_args(key, config, graph_name=graph_name, recorded=recorded)
 
 
 #: The pipeline's native key policy with this seam's check of the arguments each key was built with.
@@ -99,7 +99,7 @@ NATIVE_KEY_CHECKED = dataclasses.replace(NATIVE_KEY, check=_check_key_args)
 #: way). Inference plans are the neuron seam's: a plan is found by the graph alone and served under
 #: the default key, which would bypass this seam's key and its check of the arguments.
 NATIVE_SEAM = Seam(
-    "neuron_native_lite", "serve", serve_graph(NATIVE_KEY_CHECKED), key_policy=NATIVE_KEY_CHECKED, graph_breaks=True,
+    "neuron_native_lite", "serve", serve_graph, key_policy=NATIVE_KEY_CHECKED, graph_breaks=True,
     plans=False, no_plans_because="a plan is served under the default key; this seam keys on structure and shapes "
     "and checks the arguments of each key",
 )

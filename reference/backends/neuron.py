@@ -122,7 +122,7 @@ def compile_fx_graph(
     if request is None:
         options = normalize_options(options)
         try:
-            request = resolve_request(options, seam=seam.name, key_policy=seam.key_policy_now().name,
+            request = resolve_request(options, seam=seam.name, key_policy=seam.key_policy_now(),
                                       thresholds=_thresholds())
         except NEFFCompilationError as exc:  # a compiler argument the compiler rejects: a compile failure
             return _eager_fallback(exc, gm, fallback=not env.get(env.DISABLE_FALLBACK_EXECUTION))
@@ -145,10 +145,7 @@ def compile_fx_graph(
     key = inference_plan.plan_key(digest, example_inputs, pass_identity, request.settings) if planned else None
     if key is not None:
         try:
-            served = inference_plan.serve_planned(
-                key, len(example_inputs), compiler_args=request.config, model_name=request.model_name,
-                fx_passes_us=fx_us, settings=request.settings,
-            )
+            served = inference_plan.serve_planned(key, len(example_inputs), request, fx_passes_us=fx_us)
         except NeuronBackendError as exc:
             return _eager_fallback(exc, passed, fallback=request.fallback)
         if served is not None:
@@ -415,7 +412,7 @@ def _with_fallback(compiled, aten_gm, *, fallback: bool):
 
 
 #: ``backend="neuron"``: serve every graph in-process under the default key, with inference plans.
-NEURON_SEAM = Seam("neuron", "serve", serve_graph(DEFAULT_KEY), key_policy=DEFAULT_KEY, graph_breaks=True, plans=True)
+NEURON_SEAM = Seam("neuron", "serve", serve_graph, key_policy=DEFAULT_KEY, graph_breaks=True, plans=True)
 
 
 @graph_breaks.forces_graph_breaks

@@ -9,7 +9,8 @@ says
 - what it ``does`` with each ATen graph: ``"serve"`` (build or fetch, then load and run),
   ``"stage"`` (key and stage for ``parallel_compile``), ``"lower"`` (lower only, through the
   pipeline's lowering and HLO cache) or ``"build"`` (build or fetch without loading),
-- its key policy (``"default"``, or ``"native"``: structure and shapes only),
+- its key policy (``DEFAULT_KEY``, or the native seam's: structure and shapes only), which the
+  request it resolves carries down,
 - whether it opts into the backend's forced graph breaks (``graph_breaks``), and
 - whether inference plans apply (``plans``; a seam that opts out says why in ``no_plans_because``).
 
@@ -25,7 +26,7 @@ from typing import Any, Callable
 import torch
 
 from reference.compiler.request import CompileRequest
-from reference.pipeline import DEFAULT_KEY, KeyPolicy, compile_aten_graph
+from reference.pipeline import DEFAULT_KEY, BuildContext, KeyPolicy, compile_aten_graph
 
 ACTIONS = ("serve", "stage", "lower", "build")
 
@@ -34,16 +35,9 @@ ACTIONS = ("serve", "stage", "lower", "build")
 GraphAction = Callable[..., Callable]
 
 
-def serve_graph(key_policy: KeyPolicy) -> GraphAction:
-    """The ``"serve"`` action under ``key_policy``: the pipeline's compile_aten_graph."""
-
-    def serve(aten_gm: torch.fx.GraphModule, *, graph_name: str, request: CompileRequest, fx_passes_us: int = 0):
-        return compile_aten_graph(
-            aten_gm, graph_name=graph_name, compiler_args=request.config, model_name=request.model_name,
-            fx_passes_us=fx_passes_us, key_policy=key_policy, settings=request.settings,
-        )
-
-    return serve
+def serve_graph(aten_gm: torch.fx.GraphModule, *, graph_name: str, request: CompileRequest, fx_passes_us: int = 0):
+    """The ``"serve"`` action: the pipeline's compile_aten_graph, under the request's key policy."""
+    return compile_aten_graph(aten_gm, BuildContext.of(request, graph_name, fx_passes_us=fx_passes_us))
 
 
 @dataclass(frozen=True)
@@ -68,7 +62,8 @@ class Seam:
             raise ValueError(f"seam {self.name!r} opts out of inference plans: say why (no_plans_because)")
 
     def key_policy_now(self) -> KeyPolicy:
-        """The key policy a request made now gets."""
+        """The key policy a request made now gets (:func:`~reference.compiler.request.resolve_request`
+        puts it on the request; the pipeline keys with the request's)."""
         return self.key_policy_from() if self.key_policy_from is not None else self.key_policy
 
     def graph(self, aten_gm: torch.fx.GraphModule, *, graph_name: str, request: CompileRequest, fx_passes_us: int = 0) -> Any:

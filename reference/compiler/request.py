@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field, replace
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from reference.compiler.driver import CompilerConfig
 from reference.compiler.scope import current_scoped_config, platform_compiler_config
@@ -25,8 +25,33 @@ from reference.core.build_settings import BuildSettings, CacheRoots
 from reference.core.errors import BackendOptionError
 from reference.core.settings import get_model_name, get_rank
 
-#: The key policies a request may name (the pipeline maps each name to how it keys).
-KEY_POLICY_NAMES = ("default", "native")
+@dataclass(frozen=True)
+class KeyPolicy:
+    """How a seam keys its artifacts. ``compiler_args_in_key=False`` is the native seam's
+    structure-and-shape key; ``check(key, config, graph_name, recorded)`` runs before a
+    build (``recorded=None``) and on every cache entry found (``recorded``: the arguments the entry
+    was built with) and may raise; ``metadata_extra`` goes into a new entry's ``extra``. A request
+    carries the object (:func:`resolve_request` resolves a name once); only the deferred flow,
+    which crosses a file, carries the name."""
+
+    name: str = "default"
+    compiler_args_in_key: bool = True
+    check: Callable[[str, CompilerConfig, str, Sequence[str] | None], None] | None = None
+    metadata_extra: Mapping[str, Any] = field(default_factory=dict)
+
+
+DEFAULT_KEY = KeyPolicy()
+NATIVE_KEY = KeyPolicy("native", compiler_args_in_key=False, metadata_extra={"seam": "neuron_native_lite"})
+#: The key policies a request may name, by name.
+KEY_POLICIES = {p.name: p for p in (DEFAULT_KEY, NATIVE_KEY)}
+
+
+def key_policy_named(name: str) -> KeyPolicy:
+    """The registered key policy ``name``; :class:`BackendOptionError` for a name that is not one."""
+    try:
+        return KEY_POLICIES[name]
+    except (KeyError, TypeError):
+        raise BackendOptionError(f"unknown key policy {name!r}; known: {', '.join(KEY_POLICIES)}") from None
 
 
 @dataclass(frozen=True)
@@ -36,7 +61,7 @@ class CompileRequest:
     ``config``: the resolved compiler configuration (scope, then platform arguments, parsed once);
     ``settings``: what the pipeline below the seam reads (cache folders, compile-only,
     assert-cache-hit, float64, the runtime driver, store coordination, the SPMD strict flag);
-    ``key_policy``: ``"default"`` or ``"native"``; ``fallback``: whether a failure runs the graph
+    ``key_policy``: how its artifacts are keyed (:class:`KeyPolicy`); ``fallback``: whether a failure runs the graph
     eagerly (``TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION=0``) instead of raising; ``threads``: 0 for
     the compiler's default, 1 for one thread; ``thresholds``: the graph-break thresholds Dynamo
     traced this graph under.
@@ -45,7 +70,7 @@ class CompileRequest:
     seam: str
     config: CompilerConfig
     settings: BuildSettings
-    key_policy: str = "default"
+    key_policy: KeyPolicy = DEFAULT_KEY
     fallback: bool = False
     thresholds: Mapping[str, int] = field(default_factory=dict)
     threads: int = 0
@@ -77,25 +102,25 @@ class CompileRequest:
 
     def deferred(self) -> "DeferredRequest":
         """The part of this request that crosses a fork or a file."""
-        return DeferredRequest(compiler_args=tuple(self.config.args), key_policy=self.key_policy)
+        return DeferredRequest(compiler_args=tuple(self.config.args), key_policy=self.key_policy.name)
 
 
 def resolve_request(
     options: Mapping[str, Any] | None,
     *,
     seam: str,
-    key_policy: str = "default",
+    key_policy: KeyPolicy | str = DEFAULT_KEY,
     thresholds: Mapping[str, int] | None = None,
 ) -> CompileRequest:
     """The request for one compile under ``options`` (already validated by the seam).
 
-    Reads the scope, the environment, the model name and the rank now. Raises
+    Reads the scope, the environment, the model name and the rank now, and resolves ``key_policy``
+    (the seam's object, or a registered name) to the object the pipeline keys with. Raises
     :class:`~reference.core.errors.CompilerArgumentError` for an argument list that does not parse,
     :class:`~reference.core.errors.BackendOptionError` for an unknown target or key policy, and
     :class:`~reference.core.errors.EnvVarError` for a malformed variable.
     """
-    if key_policy not in KEY_POLICY_NAMES:
-        raise BackendOptionError(f"unknown key policy {key_policy!r}; known: {', '.join(KEY_POLICY_NAMES)}")
+    policy = key_policy if isinstance(key_policy, KeyPolicy) else key_policy_named(key_policy)
     options = dict(options or {})
     scoped = current_scoped_config()
     if scoped is not None:
@@ -105,7 +130,7 @@ def resolve_request(
         seam=seam,
         config=config,
         settings=BuildSettings.from_env(),
-        key_policy=key_policy,
+        key_policy=policy,
         fallback=not env.get(env.DISABLE_FALLBACK_EXECUTION),
         thresholds=dict(thresholds or {}),
         model_name=get_model_name(),
@@ -138,8 +163,7 @@ class DeferredRequest:
             if isinstance(args, (str, bytes)) or not isinstance(args, Sequence) or not all(isinstance(a, str) for a in args):
                 raise BackendOptionError(f"compiler_args must be a list of strings or None, got {args!r}")
             object.__setattr__(self, "compiler_args", tuple(args))
-        if self.key_policy not in KEY_POLICY_NAMES:
-            raise BackendOptionError(f"unknown key policy {self.key_policy!r}; known: {', '.join(KEY_POLICY_NAMES)}")
+        key_policy_named(self.key_policy)  # a name the flows know, or BackendOptionError
 
     def to_json(self) -> str:
         args = None if self.compiler_args is None else list(self.compiler_args)

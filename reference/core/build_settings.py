@@ -7,8 +7,9 @@ the environment (an import-linter contract keeps :mod:`reference.core.env` out o
 so a variable changed half-way through a compile cannot give one graph two configurations, and a
 test or tool can build a graph under settings of its own without touching the environment.
 
-A caller outside a compile (a tool, a test) that passes no settings gets :meth:`BuildSettings.from_env`
-at its call: the same settings a compile request made at that moment would carry.
+Settings are required below the seam: a caller outside a compile (a tool, a test) reads them
+itself with :meth:`BuildSettings.from_env`, the settings a compile request made at that moment
+would carry, and hands them down in a ``reference.pipeline.BuildContext``.
 """
 
 from __future__ import annotations

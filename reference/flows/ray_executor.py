@@ -38,7 +38,7 @@ from reference.core.build_settings import BuildSettings
 from reference.core.errors import NEFFCompilationError, NeuronBackendError
 from reference.core.schema import ArtifactMetadata, MetadataError
 from reference.flows.forked import ChildOutcome, _picklable
-from reference.pipeline import build, neff_cache, staged_key_policy, staged_lowering
+from reference.pipeline import build, neff_cache, staged_context, staged_lowering
 
 #: How long a run waits with no live node offering a CPU before it calls the cluster lost (seconds):
 #: long enough for a node restarting, short enough that a stopped cluster is not a hang.
@@ -243,10 +243,7 @@ def _build_in_task(entry: StagedGraph, config: CompilerConfig, settings: BuildSe
         prologue(entry.graph_name)
     start = time.monotonic()
     try:
-        built = build(
-            staged_lowering(entry), config.on_one_thread(), graph_name=entry.graph_name,
-            key_policy=staged_key_policy(entry), settings=settings,
-        )
+        built = build(staged_lowering(entry), staged_context(entry, config.on_one_thread(), settings))
     except BaseException as exc:  # everything goes back to the caller, which decides
         return ("err", type(exc).__name__, str(exc), traceback.format_exc(), _picklable(exc), time.monotonic() - start)
     return ("ok", built.key, built.artifact, built.metadata.to_json(), built.metadata.compile_time_us, time.monotonic() - start)

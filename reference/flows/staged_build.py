@@ -51,7 +51,7 @@ from reference.core.diagnostics import ensure_default_handler
 from reference.core.errors import FlowDirectoryError, NeuronBackendError
 from reference.flows.forked import ChildOutcome, reraise, run_forked
 from reference.flows.ray_executor import RayExecutor
-from reference.pipeline import build, cache_key, staged_key_policy, staged_lowering
+from reference.pipeline import build, cache_key, staged_context, staged_key_policy, staged_lowering
 from reference.spmd.errors import SPMDViolationError
 from reference.spmd.guards import check_staged_groups
 
@@ -142,9 +142,10 @@ def check_staged_graphs(groups: Mapping[str, Sequence[StagedGraph]]) -> None:
 
     Registered: the SPMD single-artifact check (:func:`reference.spmd.guards.check_staged_groups`),
     over the entries whose hash directories record the ranks that staged them (multi-rank
-    captures); it warns about per-rank splinters, and raises under ``NEURON_LIBTORCH_SPMD_STRICT=1``.
+    captures); it warns about per-rank splinters, and raises under ``NEURON_LIBTORCH_SPMD_STRICT=1``
+    (read now: ``parallel_compile`` is an entry point).
     """
-    check_staged_groups(groups)
+    check_staged_groups(groups, strict=BuildSettings.from_env().spmd_strict)
 
 
 def resolve_staged_args(entry: StagedGraph, base_compiler_args: Sequence[str] | None) -> tuple[list[str], str]:
@@ -167,9 +168,7 @@ def _compile_in_child(
 ) -> dict[str, Any]:
     if one_thread:  # this forked child is one of as many compiling side by side as there are cores
         config = config.on_one_thread()
-    built = build(
-        staged_lowering(entry), config, graph_name=entry.graph_name, key_policy=staged_key_policy(entry), settings=settings
-    )
+    built = build(staged_lowering(entry), staged_context(entry, config, settings))
     return {"key": built.key, "cache_hit": built.cache_hit, "compile_us": 0 if built.cache_hit else built.metadata.compile_time_us}
 
 

@@ -15,7 +15,7 @@ import torch
 
 from reference.backends.neuron import seam_backend
 from reference.backends.seam import Seam
-from reference.pipeline import Lowering, build, lower
+from reference.pipeline import BuildContext, Lowering, build, lower
 
 
 def run_seam(
@@ -83,7 +83,7 @@ def build_only(model, args: tuple, kwargs: dict | None = None, options=None, sta
         t0 = time.perf_counter()
         lowering = lower(aten_gm, graph_name=graph_name, settings=request.settings)
         t1 = time.perf_counter()
-        built = build(lowering, request.config, graph_name=graph_name, settings=request.settings)
+        built = build(lowering, BuildContext.of(request, graph_name))
         timings["lower_s"] += t1 - t0
         timings["build_s"] += time.perf_counter() - t1
         keys[graph_name] = built.key

@@ -12,6 +12,7 @@ from typing import Any, Mapping
 
 import torch
 
+from reference.core.build_settings import BuildSettings
 from reference.core.errors import NeuronBackendError
 
 
@@ -21,19 +22,24 @@ class PassContext:
 
     ``graph_name``: the graph's name, for messages; ``target_device``: the device the graph is
     meant to run on (:class:`~reference.fx_passes.DeviceRewriterPass` moves it there);
-    ``spmd_strict``: the compile request's strict-SPMD flag (``None``: the guard's own default);
+    ``spmd_strict``: the strict-SPMD flag (a compile passes its request's; the seeds' keyword
+    entry, :meth:`of`, reads ``NEURON_LIBTORCH_SPMD_STRICT`` when it is not given);
     ``extra``: keywords the seeds' ``run_passes(gm, **kwargs)`` was given that no field names,
     for passes of one's own.
     """
 
     graph_name: str = "<graph>"
     target_device: Any = "cpu"
-    spmd_strict: bool | None = None
+    spmd_strict: bool = False
     extra: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
     @classmethod
     def of(cls, **kwargs: Any) -> "PassContext":
-        """The context for ``run_passes(gm, **kwargs)`` / ``FXPass.run(gm, **kwargs)``."""
+        """The context for ``run_passes(gm, **kwargs)`` / ``FXPass.run(gm, **kwargs)``: the seeds'
+        keyword entry, called outside a compile, so it reads the strict flag when not given (the
+        seam hands a context made from its request instead)."""
+        if kwargs.get("spmd_strict") is None:
+            kwargs["spmd_strict"] = BuildSettings.from_env().spmd_strict
         known = {f.name for f in dataclasses.fields(cls)} - {"extra"}
         return cls(**{k: v for k, v in kwargs.items() if k in known},
                    extra={k: v for k, v in kwargs.items() if k not in known})

@@ -38,6 +38,7 @@ class RankConstantCheckPass(FXPass):
     version = 1
 
     def transform(self, gm: torch.fx.GraphModule, ctx: PassContext) -> torch.fx.GraphModule:
-        # spmd_strict: the compile request's flag (the seam passes it); None, the guard's own default
+        # spmd_strict: the compile request's flag (the seam passes it), or the environment's as the
+        # seeds' keyword entry read it
         check_rank_constants(gm, graph_name=ctx.graph_name, strict=ctx.spmd_strict)
         return gm

@@ -5,19 +5,19 @@ from __future__ import annotations
 
 import datetime
 import logging
-from typing import Sequence
 
 from reference.cache.errors import CacheFallbackWarning, CacheWriteError
 from reference.cache.neff_cache import NeffCache
 from reference.compiler.driver import CompilerDriver
-from reference.core.build_settings import BuildSettings, CacheRoots
+from reference.core.build_settings import CacheRoots
 from reference.core.diagnostics import Heartbeat, warn_user
 from reference.core.errors import CacheMissError, NEFFCompilationError
 from reference.core.metrics import METRICS, NeuronCompilationMetrics
 from reference.core.schema import ArtifactMetadata
 from reference.core.specs import LoweredGraph
 from reference.spmd.coordination import store_coordinator
-from reference.pipeline.keys import DEFAULT_KEY, KeyPolicy, build_metadata, lowering_key
+from reference.pipeline.context import BuildContext
+from reference.pipeline.keys import build_metadata, lowering_key
 from reference.pipeline.lowering import BuiltArtifact, Lowering
 
 log = logging.getLogger("reference.pipeline")  # the package's one logger (docs/logging.md)
@@ -36,28 +36,12 @@ def _fallback(what: str, exc: BaseException, consequence: str) -> None:
     warn_user(f"{what}: {exc}; {consequence}", CacheFallbackWarning)
 
 
-def build_artifact(
-    lowered: LoweredGraph,
-    compiler_args: Sequence[str],
-    *,
-    graph_name: str,
-    driver: CompilerDriver | None = None,
-    key_policy: KeyPolicy = DEFAULT_KEY,
-    settings: BuildSettings,
-) -> BuiltArtifact:
+def build_artifact(lowered: LoweredGraph, ctx: BuildContext, *, driver: CompilerDriver | None = None) -> BuiltArtifact:
     """:func:`build` for one StableHLO module (a :class:`Lowering` of :data:`SINGLE_MODULE`)."""
-    return build(Lowering(lowered), compiler_args, graph_name=graph_name, key_policy=key_policy, driver=driver, settings=settings)
+    return build(Lowering(lowered), ctx, driver=driver)
 
 
-def build(
-    lowering: Lowering,
-    compiler_args: Sequence[str],
-    *,
-    graph_name: str,
-    key_policy: KeyPolicy = DEFAULT_KEY,
-    driver: CompilerDriver | None = None,
-    settings: BuildSettings,
-) -> BuiltArtifact:
+def build(lowering: Lowering, ctx: BuildContext, *, driver: CompilerDriver | None = None) -> BuiltArtifact:
     """The artifact of a :class:`Lowering`: from the cache when present, else compiled (by its
     strategy) and published as one cache entry, whatever the strategy.
 
@@ -65,26 +49,30 @@ def build(
     this one waited), checks the key's failure record, compiles, and publishes; a failed compile is
     recorded under the key. A cache or lock directory that cannot be written does not fail the
     compile: it warns (:class:`~reference.cache.errors.CacheFallbackWarning`) and the artifact is
-    used uncached. ``key_policy`` says how the key is made and checked (:class:`KeyPolicy`).
-    ``settings`` (a compile request's) give the cache, whether a
-    miss is an error (``assert_cache_hit``) and store coordination: with ``store_compile`` the
-    compile step is coordinated over the process group's c10d store
+    used uncached. ``ctx`` (made from the compile request) gives the graph's name, the compiler
+    configuration, the key policy (how the key is made and checked) and the settings: the cache,
+    whether a miss is an error (``assert_cache_hit``) and store coordination. With
+    ``store_compile`` the compile step is coordinated over the process group's c10d store
     (:mod:`reference.spmd.coordination`): one rank compiles, the others fetch.
     """
-    return _Build(lowering, compiler_args, graph_name, key_policy, driver or CompilerDriver(), settings).run()
+    return _Build(lowering, ctx, driver or CompilerDriver()).run()
 
 
 class _Build:
     """One call of :func:`build`: the key and the cache it reads, and the steps of a miss."""
 
-    def __init__(self, lowering: Lowering, compiler_args: Sequence[str], graph_name: str, key_policy: KeyPolicy,
-                 driver: CompilerDriver, settings: BuildSettings) -> None:
-        self.lowering, self.compiler_args, self.graph_name = lowering, compiler_args, graph_name
-        self.key_policy, self.driver, self.settings = key_policy, driver, settings
-        self.key, self.breakdown = lowering_key(lowering, compiler_args, key_policy=key_policy)
-        if key_policy.check is not None:
-            key_policy.check(self.key, compiler_args, graph_name, None)
-        self.cache = neff_cache(settings.cache)
+    def __init__(self, lowering: Lowering, ctx: BuildContext, driver: CompilerDriver) -> None:
+        self.lowering, self.ctx, self.driver = lowering, ctx, driver
+        self.graph_name, self.settings = ctx.graph_name, ctx.settings
+        self.key, self.breakdown = lowering_key(lowering, ctx.config, ctx.key_policy)
+        self.check(None)
+        self.cache = neff_cache(ctx.settings.cache)
+
+    def check(self, recorded) -> None:
+        """The key policy's check of the arguments against this key (``recorded``: an entry's)."""
+        policy = self.ctx.key_policy
+        if policy.check is not None:
+            policy.check(self.key, self.ctx.config, self.graph_name, recorded)
 
     def run(self) -> BuiltArtifact:
         cache, key, graph_name = self.cache, self.key, self.graph_name
@@ -112,8 +100,7 @@ class _Build:
             return self.compile_once_per_world()
 
     def hit(self, entry) -> BuiltArtifact:
-        if self.key_policy.check is not None:
-            self.key_policy.check(self.key, self.compiler_args, self.graph_name, entry.metadata.compiler_args)
+        self.check(entry.metadata.compiler_args)
         METRICS.bump("neff_cache_hits")
         return BuiltArtifact(self.key, self.graph_name, entry.artifact, entry.metadata, cache_hit=True)
 
@@ -126,7 +113,7 @@ class _Build:
         METRICS.bump("compiler_invocations")
         try:
             with Heartbeat(lambda s: f"still compiling graph {graph_name} ({s:.0f} s)"):
-                result = self.lowering.strategy.compile(self.lowering, self.compiler_args, graph_name=graph_name, driver=self.driver)
+                result = self.lowering.strategy.compile(self.lowering, self.ctx.config, graph_name=graph_name, driver=self.driver)
         except NEFFCompilationError as exc:
             if cache is not None:
                 try:
@@ -134,9 +121,9 @@ class _Build:
                 except OSError as write_exc:
                     log.warning("could not record the failed compile of %s: %s", key, write_exc)
             raise
-        meta = build_metadata(self.lowering.graph, key, self.breakdown, self.compiler_args, graph_name)
+        meta = build_metadata(self.lowering.graph, key, self.breakdown, self.ctx.config, graph_name)
         meta.compile_time_us = result.wall_us
-        meta.extra.update(self.key_policy.metadata_extra)
+        meta.extra.update(self.ctx.key_policy.metadata_extra)
         if cache is not None:
             cache.failures.clear(key)
             try:
@@ -171,20 +158,18 @@ class _Build:
         return BuiltArtifact(self.key, self.graph_name, artifact, meta, cache_hit=True)
 
 
-def record_graph_metrics(
-    built: BuiltArtifact, *, model_name: str, collectives: bool, node_count: int, fx_passes_us: int, lower_us: int
-) -> None:
+def record_graph_metrics(built: BuiltArtifact, lowering: Lowering, ctx: BuildContext) -> None:
     """One ``get_dynamo_metrics()`` record per compiled graph; every seam that compiles calls this."""
     METRICS.record(
         NeuronCompilationMetrics(
             graph_id=built.key,
             graph_name=built.graph_name,
-            model_name=model_name,
-            has_collectives=collectives,
-            graph_node_count=node_count,
+            model_name=ctx.model_name,
+            has_collectives=lowering.strategy.collectives,
+            graph_node_count=lowering.graph.node_count,
             timestamp=datetime.datetime.now(datetime.timezone.utc).isoformat(),
-            torch_neuronx_fx_passes_us=fx_passes_us,
-            torch_neuronx_lower_us=lower_us,
+            torch_neuronx_fx_passes_us=ctx.fx_passes_us,
+            torch_neuronx_lower_us=lowering.lower_us,
             _compile_us=0 if built.cache_hit else built.metadata.compile_time_us,
         )
     )

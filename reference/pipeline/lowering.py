@@ -13,7 +13,7 @@ import torch
 
 from reference.cache.hlo_cache import PASS_IDENTITY_META, create_hlo_cache_key, hlo_cache
 from reference.cache.staging import StagedGraph
-from reference.compiler.driver import CompileResult, CompilerDriver
+from reference.compiler.driver import CompileResult, CompilerConfig, CompilerDriver
 from reference.core.build_settings import BuildSettings, CacheRoots
 from reference.core.errors import NEFFCompilationError
 from reference.core.metrics import METRICS
@@ -74,7 +74,7 @@ class LoweringStrategy(Protocol):
     def key_material(self, lowering: "Lowering") -> KeyMaterial: ...
 
     def compile(
-        self, lowering: "Lowering", compiler_args: Sequence[str], *, graph_name: str, driver: CompilerDriver
+        self, lowering: "Lowering", config: CompilerConfig, *, graph_name: str, driver: CompilerDriver
     ) -> CompileResult: ...
 
     def load(self, built: BuiltArtifact, lowering: "Lowering", *, resident: Sequence[int], driver: str) -> Callable: ...
@@ -85,12 +85,12 @@ class LoweringStrategy(Protocol):
 
 
 def _compile_module(
-    driver: CompilerDriver, lowered: LoweredGraph, compiler_args: Sequence[str], *, graph_name: str
+    driver: CompilerDriver, lowered: LoweredGraph, config: CompilerConfig, *, graph_name: str
 ) -> CompileResult:
     """One StableHLO module through the compiler driver; a rejected op is named
     (:func:`name_rejected_op`)."""
     try:
-        return driver.compile(lowered.hlo, compiler_args, graph_name=graph_name)
+        return driver.compile(lowered.hlo, config, graph_name=graph_name)
     except NEFFCompilationError as raw:
         named = name_rejected_op(raw, lowered, graph_name)
         if named is raw:
@@ -113,8 +113,8 @@ class SingleModule:
     def key_material(self, lowering: "Lowering") -> KeyMaterial:
         return KeyMaterial(lowering.graph)
 
-    def compile(self, lowering, compiler_args, *, graph_name, driver) -> CompileResult:
-        return _compile_module(driver, lowering.graph, compiler_args, graph_name=graph_name)
+    def compile(self, lowering, config, *, graph_name, driver) -> CompileResult:
+        return _compile_module(driver, lowering.graph, config, graph_name=graph_name)
 
     def load(self, built: BuiltArtifact, lowering: "Lowering", *, resident: Sequence[int], driver: str) -> Callable:
         return LoadedArtifact(
@@ -160,13 +160,13 @@ class SPMDProgramStrategy:
     def key_material(self, lowering: "Lowering") -> KeyMaterial:
         return KeyMaterial(lowering.graph, lowering.detail.replica_groups())
 
-    def compile(self, lowering, compiler_args, *, graph_name, driver) -> CompileResult:
+    def compile(self, lowering, config, *, graph_name, driver) -> CompileResult:
         program: LoweredProgram = lowering.detail
         start = time.perf_counter()
         results = []
         for i, piece in enumerate(program.pieces):
             METRICS.bump("spmd_piece_compiles")
-            results.append(_compile_module(driver, piece, compiler_args, graph_name=f"{graph_name}_piece{i}"))
+            results.append(_compile_module(driver, piece, config, graph_name=f"{graph_name}_piece{i}"))
         return CompileResult(
             pack_bundle(program.manifest(), [r.artifact for r in results]),
             command=results[0].command if results else [],

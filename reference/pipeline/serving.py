@@ -10,7 +10,6 @@ from typing import Callable, Sequence
 import torch
 
 from reference.cache.errors import UnloadableArtifactError
-from reference.core.build_settings import BuildSettings
 from reference.core.diagnostics import warn_user
 from reference.core.errors import NEFFExecutionError, PrecisionError, PrecisionWarning
 from reference.core.metrics import METRICS
@@ -18,7 +17,7 @@ from reference.core.specs import LoweredGraph
 from reference.core.torch_compat import current_tracing_context
 from reference.lowering.stablehlo import none_outputs, with_none_outputs
 from reference.pipeline.building import build, neff_cache, record_graph_metrics
-from reference.pipeline.keys import DEFAULT_KEY, KeyPolicy
+from reference.pipeline.context import BuildContext
 from reference.pipeline.lowering import BuiltArtifact, Lowering, lower
 
 log = logging.getLogger("reference.pipeline")  # the package's one logger (docs/logging.md)
@@ -75,59 +74,35 @@ def static_input_indices() -> tuple[int, ...]:
     return tuple(getattr(meta, "static_input_indices", None) or ())
 
 
-def compile_aten_graph(
-    aten_gm: torch.fx.GraphModule,
-    *,
-    graph_name: str,
-    compiler_args: Sequence[str],
-    model_name: str,
-    fx_passes_us: int = 0,
-    key_policy: KeyPolicy = DEFAULT_KEY,
-    settings: BuildSettings,
-) -> CompiledGraph:
+def compile_aten_graph(aten_gm: torch.fx.GraphModule, ctx: BuildContext) -> CompiledGraph:
     """Lower, key, build (or fetch) and load one ATen graph, recording its metrics once, under
-    ``settings`` (a compile request's)."""
-    lowering = lower(aten_gm, graph_name=graph_name, settings=settings)
-    return serve(
-        lowering, compiler_args, graph_name=graph_name, model_name=model_name, fx_passes_us=fx_passes_us,
-        key_policy=key_policy, eager=aten_gm, nones=none_outputs(aten_gm), settings=settings,
-    )
+    ``ctx`` (made from the compile request)."""
+    lowering = lower(aten_gm, graph_name=ctx.graph_name, settings=ctx.settings)
+    return serve(lowering, ctx, eager=aten_gm, nones=none_outputs(aten_gm))
 
 
 def serve(
-    lowering: Lowering,
-    compiler_args: Sequence[str],
-    *,
-    graph_name: str,
-    model_name: str,
-    fx_passes_us: int = 0,
-    key_policy: KeyPolicy = DEFAULT_KEY,
-    eager: Callable | None = None,
-    resident: Sequence[int] | None = None,
+    lowering: Lowering, ctx: BuildContext, *, eager: Callable | None = None, resident: Sequence[int] | None = None,
     nones: Sequence[int] = (),
-    settings: BuildSettings,
 ) -> CompiledGraph:
     """Build (or fetch) and load a lowered graph, recording its metrics once: the tail of
     :func:`compile_aten_graph`, also taken by a graph served from its plan (no ATen graph).
     ``nones``: the positions of the graph's ``None`` outputs, which the artifact does not return
     (:func:`~reference.lowering.stablehlo.none_outputs`). The float64 policy
-    (:func:`float64_policy`) is applied before the build; with ``settings.compile_only`` nothing is
-    loaded (the outputs come from ``eager``)."""
+    (:func:`float64_policy`) is applied before the build; with ``compile_only`` in the context's
+    settings nothing is loaded (the outputs come from ``eager``)."""
+    graph_name, settings = ctx.graph_name, ctx.settings
     float64_policy(lowering.graph, graph_name, settings.float64)
     start = time.perf_counter()
-    built = build(lowering, compiler_args, graph_name=graph_name, key_policy=key_policy, settings=settings)
+    built = build(lowering, ctx)
     log.info(
         "graph %s key %s: %s in %.2f s (lowering %.2f s)", graph_name, built.key[:12],
         "cache hit" if built.cache_hit else "compiled (cache miss)", time.perf_counter() - start, lowering.lower_us / 1e6,
     )
-    record_graph_metrics(
-        built, model_name=model_name, collectives=lowering.strategy.collectives, node_count=lowering.graph.node_count,
-        fx_passes_us=fx_passes_us, lower_us=lowering.lower_us,
-    )
+    record_graph_metrics(built, lowering, ctx)
     loaded = None
     if not settings.compile_only:
-        built, loaded = _load_or_rebuild(built, lowering, compiler_args, graph_name=graph_name, key_policy=key_policy,
-                                         resident=resident, settings=settings)
+        built, loaded = _load_or_rebuild(built, lowering, ctx, resident)
     return CompiledGraph(built, loaded, eager, hlo=lowering.graph.hlo, lowering=lowering, nones=nones)
 
 
@@ -167,26 +142,26 @@ def float64_policy(lowered: LoweredGraph, graph_name: str, policy: str = "narrow
 
 
 def _load_or_rebuild(
-    built: BuiltArtifact, lowering: Lowering, compiler_args: Sequence[str], *, graph_name: str, key_policy: KeyPolicy,
-    resident: Sequence[int] | None, settings: BuildSettings,
+    built: BuiltArtifact, lowering: Lowering, ctx: BuildContext, resident: Sequence[int] | None
 ) -> tuple[BuiltArtifact, Callable]:
     """Load a built artifact. One served from the cache that the runtime cannot load although its
     checksums match (built for another runtime, or planted) is evicted and rebuilt once; when the
     rebuilt one cannot be loaded either, :class:`UnloadableArtifactError` names the entry."""
+    driver = ctx.settings.runtime_driver
     try:
-        return built, load(built, lowering, resident=resident, driver=settings.runtime_driver)
+        return built, load(built, lowering, resident=resident, driver=driver)
     except NEFFExecutionError as exc:
-        cache = neff_cache(settings.cache) if built.cache_hit else None
+        cache = neff_cache(ctx.settings.cache) if built.cache_hit else None
         if cache is None:
             raise
         first = exc
     entry = cache.entry_dir(built.key)
-    with cache.lock(built.key, graph_name=graph_name):
+    with cache.lock(built.key, graph_name=ctx.graph_name):
         current = cache.get(built.key, evict=False)
         if current is None or current.artifact == built.artifact:  # not re-published meanwhile
             cache.evict(built.key, f"the runtime could not load its artifact ({first})")
-    rebuilt = build(lowering, compiler_args, graph_name=graph_name, key_policy=key_policy, settings=settings)
+    rebuilt = build(lowering, ctx)
     try:
-        return rebuilt, load(rebuilt, lowering, resident=resident, driver=settings.runtime_driver)
+        return rebuilt, load(rebuilt, lowering, resident=resident, driver=driver)
     except NEFFExecutionError as exc:
-        raise UnloadableArtifactError(graph_name, entry, exc) from exc
+        raise UnloadableArtifactError(ctx.graph_name, entry, exc) from exc

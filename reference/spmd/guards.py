@@ -9,7 +9,9 @@
   directory missing ranks is a per-rank splinter.
 
 Both warn (:class:`SPMDWarning`) by default and raise (:class:`RankConstantError`,
-:class:`SplinterError`) when the strict flag is set.
+:class:`SplinterError`) when the strict flag is set. The flag is handed to them (``strict=``):
+a compile passes its request's, ``parallel_compile`` and the seeds' keyword entry of the passes
+(``run_passes(gm, **kwargs)``) read ``NEURON_LIBTORCH_SPMD_STRICT`` when they are called.
 """
 
 from __future__ import annotations
@@ -22,7 +24,6 @@ from typing import Iterable, Mapping
 
 import torch
 
-from reference.core.build_settings import BuildSettings
 from reference.spmd.errors import RankConstantError, SplinterError
 
 log = logging.getLogger(__name__)
@@ -36,12 +37,6 @@ _CONSTANT_BUILDERS = {"tensor", "full", "as_tensor", "scalar_tensor"}
 
 class SPMDWarning(UserWarning):
     """A guard rail found per-rank divergence and tolerated it (the strict flag is not set)."""
-
-
-def strict_mode(strict: bool | None = None) -> bool:
-    """``strict`` when given (a compile passes its request's flag), else ``NEURON_LIBTORCH_SPMD_STRICT``
-    as it is now (a caller of these checks outside a compile)."""
-    return BuildSettings.from_env().spmd_strict if strict is None else bool(strict)
 
 
 @dataclass(frozen=True)
@@ -125,8 +120,10 @@ def find_rank_constants(gm: torch.fx.GraphModule) -> list[RankConstant]:
     return found
 
 
-def check_rank_constants(gm: torch.fx.GraphModule, *, graph_name: str = "<graph>", strict: bool | None = None) -> list[RankConstant]:
-    """Warn about (or, strict, raise :class:`RankConstantError` for) baked rank constants."""
+def check_rank_constants(gm: torch.fx.GraphModule, *, graph_name: str = "<graph>", strict: bool) -> list[RankConstant]:
+    """Warn about (or, ``strict``, raise :class:`RankConstantError` for) baked rank constants.
+    ``strict``: the caller's strict-SPMD flag (a compile request's; the seeds' keyword entry of the
+    passes reads ``NEURON_LIBTORCH_SPMD_STRICT``); this module never reads the environment."""
     found = find_rank_constants(gm)
     if not found:
         return found
@@ -136,7 +133,7 @@ def check_rank_constants(gm: torch.fx.GraphModule, *, graph_name: str = "<graph>
         f"tensor(s), the signature of a baked rank value that makes each rank compile its own graph:\n{lines}\n"
         "Derive the value from the rank tensor instead (e.g. ((rank % (ep * tp)) // tp).view(1, 1)); see docs/spmd.md."
     )
-    if strict_mode(strict):
+    if strict:
         raise RankConstantError(message + "\n(raised because NEURON_LIBTORCH_SPMD_STRICT=1)", graph_name=graph_name, findings=found)
     warnings.warn(SPMDWarning(message), stacklevel=2)
     log.warning("%s", message)
@@ -188,7 +185,7 @@ def first_difference(a: str, b: str) -> tuple[int, str, str] | None:
 
 
 def check_single_artifact(
-    staged: Mapping[str, Mapping[str, Iterable[int]]], *, strict: bool | None = None, texts: Mapping[str, str] | None = None
+    staged: Mapping[str, Mapping[str, Iterable[int]]], *, strict: bool, texts: Mapping[str, str] | None = None
 ) -> list[Splinter]:
     """Warn about (or, strict, raise :class:`SplinterError` for) per-rank splinters.
 
@@ -211,7 +208,7 @@ def check_single_artifact(
         f"(per-rank splinters: the graph differs per rank, so the compiler runs once per rank):\n{lines}\n"
         "Find the rank-dependent value with RankConstantCheckPass or by diffing two ranks' HLO; see docs/spmd.md."
     )
-    if strict_mode(strict):
+    if strict:
         raise SplinterError(message + "\n(raised because NEURON_LIBTORCH_SPMD_STRICT=1)", splinters=splinters)
     warnings.warn(SPMDWarning(message), stacklevel=2)
     log.warning("%s", message)
@@ -263,7 +260,7 @@ def mark_staged_rank(entry_dir: str, rank: int) -> None:
         pass
 
 
-def check_staged_groups(groups, *, strict: bool | None = None) -> list[Splinter]:
+def check_staged_groups(groups, *, strict: bool) -> list[Splinter]:
     """The single-artifact check over ``parallel_compile``'s staged groups
     (``{graph name: [staged entries]}``; an entry has ``key`` and ``path``/``metadata``).
     Entries that carry no rank information are left out (a single-process capture)."""
