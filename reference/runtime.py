@@ -7,9 +7,8 @@ memory. Crossing the boundary is zero-copy wherever that is safe:
   is imported through DLPack: IREE reads the tensor's own memory and keeps the tensor alive while
   it uses it. Anything else (a strided or offset view; float64, which the compiler narrows to
   float32 like Neuron's f64-less device, with the warning of
-  :func:`reference.pipeline.float64_policy`; float16 and bfloat16, which the compiler computes in
-  float32 (``reference.compiler.driver.PRECISION_FLAGS``); a tensor on another device) is first
-  copied into a fresh tensor of the form the artifact takes;
+  :func:`reference.pipeline.float64_policy`; a tensor on another device) is first copied into a
+  fresh tensor of the form the artifact takes;
 - inputs the artifact writes: IREE may reuse an input's buffer for a result (a scatter or dynamic
   update returned from the graph is done in place). Such inputs must never be the caller's memory,
   so the first call of a loaded artifact passes private copies of every input and records which
@@ -18,7 +17,7 @@ memory. Crossing the boundary is zero-copy wherever that is safe:
   their device buffers are made once per loaded graph and reused while the caller keeps passing the
   same tensor at the same address. An imported buffer *is* the parameter's memory, so in-place
   updates (optimizer steps, ``copy_``, writes through ``.data`` or NumPy views) are seen without
-  any check; a copied one (float64, float16, bfloat16, strided) is also remade when the tensor's version counter
+  any check; a copied one (float64, strided) is also remade when the tensor's version counter
   moves. Passing another tensor object, or the same one after ``.data`` was replaced, remakes it;
 - outputs come back through DLPack as tensors over the runtime's own buffers (no copy). The
   compiler may return an input buffer, or a slice of one, for an identity: which outputs do is
@@ -162,12 +161,6 @@ def fail_next_execution(calls: int = 1) -> None:
     _FAULTS.arm(calls)
 
 
-#: The floating types the artifact takes and returns as float32 (see :func:`_importable`).
-_CROSS_AS_F32 = (torch.float64, torch.float16, torch.bfloat16)
-#: Per output spec dtype, what an output returns to (bool crosses as i8; the rest as f32).
-_BACK_TO = {"bool": torch.bool, "float64": torch.float64, "float16": torch.float16, "bfloat16": torch.bfloat16}
-
-
 def _private(t: torch.Tensor) -> torch.Tensor:
     """A copy of ``t`` in the form the artifact takes, sharing no memory with the caller."""
     moved = _importable(t)
@@ -178,9 +171,9 @@ def _importable(t: torch.Tensor) -> torch.Tensor:
     """``t`` itself when IREE can read its memory in place, else a copy in the form it takes."""
     if t.requires_grad:
         t = t.detach()
-    if t.dtype in _CROSS_AS_F32:
-        # The compiler narrows f64 to f32 (the device has no f64 units, like Neuron's) and computes
-        # f16/bf16 in f32: the module's signature is f32, and outputs go back to the graph's dtype.
+    if t.dtype is torch.float64:
+        # The compiler narrows f64 to f32 (the device has no f64 units, like Neuron's): the module's
+        # signature is f32, and outputs are widened back to the graph's f64.
         t = t.to(torch.float32)
     if t.device.type != "cpu":
         t = t.cpu()
@@ -267,9 +260,10 @@ class LoadedArtifact:
         self.output_specs = tuple(output_specs)
         self.resident = frozenset(resident)
         self._held: dict[int, _Resident] = {}
-        # per-output conversion back to the graph's dtype (bool crosses as i8; float64, float16
-        # and bfloat16 as f32)
-        self._widen = [_BACK_TO.get(s.dtype) for s in self.output_specs]
+        # per-output conversion back to the graph's dtype (bool and float64 cross as i8/f32)
+        self._widen = [
+            torch.bool if s.dtype == "bool" else torch.float64 if s.dtype == "float64" else None for s in self.output_specs
+        ]
         self._n_in = len(self.input_specs) or None
         self._written: frozenset[int] | None = None  # inputs the program writes: known after the first call
         self._kinds: tuple[object, ...] | None = None  # per input: _PLAIN, _RESIDENT or _WRITTEN, likewise

@@ -1,7 +1,5 @@
-"""The precision policies. float64: computed in float32 with one warning per graph naming the float64
-inputs and outputs (the default), or refused with a typed error (``NEURON_REFERENCE_FLOAT64=error``).
-float16 and bfloat16: computed in float32 and rounded to the declared type where they leave the
-artifact, as torch's CPU kernels compute them (no warning: nothing is lost against eager)."""
+"""The float64 precision policy: computed in float32 with one warning per graph naming the float64
+inputs and outputs (the default), or refused with a typed error (``NEURON_REFERENCE_FLOAT64=error``)."""
 
 from __future__ import annotations
 
@@ -99,66 +97,3 @@ def test_an_unknown_float64_setting_names_the_variable_and_the_choices(monkeypat
     monkeypatch.setenv(env.FLOAT64, "exact")
     with pytest.raises(EnvVarError, match=r"NEURON_REFERENCE_FLOAT64='exact'.*narrow, error"):
         env.get(env.FLOAT64)
-
-
-# --- float16 and bfloat16: computed in float32 ------------------------------------------------------
-
-
-@pytest.mark.parametrize("dtype, n", [(torch.bfloat16, 1024), (torch.float16, 4096)])
-def test_a_half_precision_sum_accumulates_in_float32_like_eager(dtype, n):
-    # Accumulated in the declared type, a running sum of ones stalls where the type's spacing
-    # passes 1 (bfloat16 at 256, float16 at 2048); eager accumulates in float32 and so must we.
-    ones = torch.ones(n, dtype=dtype)
-    out = torch.compile(lambda x: torch.cumsum(x, 0), backend="neuron")(ones)
-    eager = torch.cumsum(ones, 0)
-    assert out.dtype == dtype
-    assert out[-1].item() == eager[-1].item() == n
-    assert torch.equal(out, eager)
-
-
-def test_a_float16_intermediate_past_its_range_stays_finite_like_eager():
-    # |x|**6 of 9 is 531441, past float16's 65504: computed in float16 the norm would be inf
-    x = torch.tensor([9.0, -2.0], dtype=torch.float16)
-    out = torch.compile(lambda t: torch.linalg.vector_norm(t, ord=6), backend="neuron")(x)
-    eager = torch.linalg.vector_norm(x, ord=6)
-    assert out.dtype == torch.float16 and torch.isfinite(out) and torch.isfinite(eager)
-    torch.testing.assert_close(out, eager)
-
-
-def test_a_bfloat16_weight_changed_in_place_is_seen_on_the_next_call():
-    # a half-precision parameter crosses as a float32 copy: the copy is remade when it changes
-    torch.manual_seed(0)
-    lin = torch.nn.Linear(8, 4).to(torch.bfloat16).eval()
-    x = torch.randn(2, 8, dtype=torch.bfloat16)
-    compiled = torch.compile(lin, backend="neuron")
-    with torch.no_grad():
-        torch.testing.assert_close(compiled(x), lin(x))
-        lin.weight.add_(1.0)
-        out = compiled(x)
-    assert out.dtype == torch.bfloat16
-    torch.testing.assert_close(out, lin(x))
-
-
-def test_the_precision_flags_reach_the_compiler_and_the_recipe_enters_the_key():
-    from reference.cache.key import create_cache_hash, tool_versions
-    from reference.compiler.driver import PRECISION_FLAGS, RECIPE, CompilerConfig, CompilerDriver
-
-    command = CompilerDriver("iree-compile").command_line(CompilerConfig.from_args(["-O2"]))
-    assert all(flag in command for flag in PRECISION_FLAGS)
-    assert tool_versions()["recipe"] == RECIPE
-    versions = dict(tool_versions())
-    key = create_cache_hash("module {}", ["-O2"], [], versions=versions)
-    assert create_cache_hash("module {}", ["-O2"], [], versions={**versions, "recipe": RECIPE + "+"}) != key, (
-        "a change to the compile recipe must move every key (an artifact built before it is not served)"
-    )
-
-
-@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
-def test_signbit_of_a_half_tensor_reads_negative_zero(dtype):
-    # lowered as a bitcast of the half type it would not compile once halves compute in float32.
-    # (A negative NaN is left out: torch's own half-to-float conversion, which the runtime uses at
-    # the boundary, drops a NaN's sign.)
-    x = torch.tensor([-0.0, 0.0, -1.5, 2.0, float("-inf"), float("inf"), float("nan")], dtype=dtype)
-    out = torch.compile(torch.signbit, backend="neuron")(x)
-    assert torch.equal(out, torch.signbit(x))
-    assert out.tolist() == [True, False, True, False, True, False, False]

@@ -36,7 +36,7 @@ import json
 import re
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from reference.compiler.driver import RECIPE, compiler_version, host_identity, parse_compiler_args
+from reference.compiler.driver import compiler_version, host_identity, parse_compiler_args
 from reference.core.versions import __version__
 
 KEY_LENGTH = 32
@@ -193,7 +193,6 @@ def tool_versions() -> dict[str, str]:
         "torch": torch.__version__,
         "torch_mlir": _ver("torch-mlir"),
         "compiler": compiler_version(),
-        "recipe": RECIPE,
         "runtime": _ver("iree-base-runtime"),
         "reference": __version__,
         "host": host_identity(),

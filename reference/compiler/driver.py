@@ -17,15 +17,6 @@ neuronx-cc                      iree-compile
 ``--target trn2|trn3``           recorded only; the code is built for the host CPU
 ==============================  ==========================================================
 
-Narrow floating types are computed in float32 (:data:`PRECISION_FLAGS`): IREE's input conversion
-promotes float16 and bfloat16 to float32, so every op of a half-precision graph computes in
-float32 and values are rounded to the declared type only where they leave the artifact (the
-runtime converts at the boundary). That is how torch's CPU kernels and Inductor compute them, and
-how Neuron's engines do (arithmetic and accumulation in float32, the declared type on write);
-computed in the declared type instead, a bfloat16 ``cumsum`` or a float16 ``bmm`` rounds every
-partial sum and drifts past eager's tolerance (docs/ops.md). float64 goes the other way (demoted
-to float32, :func:`reference.pipeline.float64_policy`).
-
 IREE's global ``--iree-opt-level`` alone does not separate every level: on this release ``O2``
 and ``O3`` produce byte-identical binaries for the fixture models, so a user asking for ``-O3``
 would silently get ``-O2``. Each level therefore also sets LLVM code-generation options
@@ -96,15 +87,6 @@ LEVEL_CODEGEN: dict[int, tuple[str, ...]] = {
     2: (),
     3: ("--iree-llvmcpu-loop-unrolling", "--iree-llvmcpu-loop-interleaving", "--iree-llvmcpu-slp-vectorization"),
 }
-
-
-#: The fixed flags that say how narrow floating types compute (see the module doc).
-PRECISION_FLAGS = ("--iree-input-promote-f16-to-f32", "--iree-input-promote-bf16-to-f32")
-
-#: The version of the compile recipe: the fixed flags that shape what an artifact takes and
-#: computes, beside the user's arguments. It is one of the tool versions (so it enters every cache
-#: key): a change to the recipe never serves an artifact built before it. Bump it with the flags.
-RECIPE = "2 (float16 and bfloat16 computed in float32)"
 
 
 def known_flags() -> list[str]:
@@ -292,7 +274,6 @@ class CompilerConfig(_SequenceABC):
             f"--iree-llvmcpu-target-cpu={host_cpu()}",
             f"--iree-opt-level=O{self.optlevel}",
             *LEVEL_CODEGEN[self.optlevel],
-            *PRECISION_FLAGS,
         ]
         if self.auto_cast != "none" and self.auto_cast_type in ("bf16", "fp16"):
             ops = "matmul" if self.auto_cast == "matmult" else "all"

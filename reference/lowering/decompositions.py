@@ -226,18 +226,6 @@ def atan2_of_zeros(y: torch.Tensor, x: torch.Tensor):
     return torch.where(zeros, zero_case, out)
 
 
-def half_signbit(x: torch.Tensor):
-    """``signbit`` of a float16 or bfloat16 tensor, read from its value widened to float32 (exact,
-    the sign bit kept, for -0.0 too; a negative NaN's sign is already gone: torch's half-to-float
-    conversion, which the runtime uses at the boundary, drops it). As the op it lowers to a bitcast of the
-    half type, which iree-compile rejects once the driver computes half types in float32
-    (``reference.compiler.driver.PRECISION_FLAGS``; the op lane's signbit float16 and bfloat16
-    rows). Any other dtype keeps the op."""
-    if not isinstance(x, torch.Tensor) or x.dtype not in (torch.float16, torch.bfloat16):
-        return NotImplemented
-    return aten.signbit.default(x.to(torch.float32))
-
-
 def bool_add(x: torch.Tensor, other, *, alpha=1):
     """``add`` of two bool tensors is their logical or (eager's ``True + True`` is ``True``); lowered
     as an addition of 1-bit integers it wrapped to ``False``. Any other dtype keeps the op."""
@@ -470,7 +458,6 @@ def extra_decompositions() -> dict:
         aten.pow.Scalar: real_pow,
         aten.pow.Tensor_Scalar: real_pow_by_number,
         aten.atan2.default: atan2_of_zeros,
-        aten.signbit.default: half_signbit,
         aten.argmax.default: scalar_argmax,
         aten.argmin.default: scalar_argmax,
         aten.cumsum.default: scalar_scan,
