@@ -159,8 +159,13 @@ def test_a_compile_follows_the_settings_of_its_request_not_the_environment_later
 
 
 def test_an_unknown_key_policy_is_a_typed_error():
+    # a key policy is named only where it crosses a file or a public call: the deferred request
+    # and capture_to; both resolve the name through key_policy_named
+    with pytest.raises(BackendOptionError, match="unknown key policy 'natve'; known: default, native"):
+        DeferredRequest(compiler_args=None, key_policy="natve")
     with pytest.raises(BackendOptionError, match="unknown key policy 'natve'"):
-        resolve_request({}, seam="neuron", key_policy="natve")
+        with capture_to("/nonexistent-but-unused", key_policy="natve"):
+            pass
 
 
 def _count_parses(monkeypatch) -> list[list[str]]:
@@ -372,3 +377,20 @@ def test_an_atom_piece_loads_with_the_list_in_its_handle(monkeypatch):
     assert torch.equal(out, x * 5 - 1) and torch.equal(run_none(x), x * 7 + 2)
     assert served[0] == ["-O2", "--target", "trn2"], served
     assert served[1] == ["--target", "trn2"], "a handle recorded without a scope compiles with the base arguments"
+
+
+def test_a_build_context_takes_a_parsed_configuration_only():
+    # below the seam compiler arguments are a CompilerConfig; a loose list is refused, naming the
+    # graph and where to parse it, and a context made from a request carries the request's parts
+    from reference.compiler.driver import CompilerConfig
+    from reference.core.build_settings import BuildSettings
+    from reference.pipeline import BuildContext
+
+    settings = BuildSettings.from_env()
+    with pytest.raises(TypeError, match=r"graph 'g'.*got list.*CompilerConfig.from_args"):
+        BuildContext("g", ["-O1"], settings)
+    request = resolve_request({"compiler_args": ["-O1"]}, seam="neuron")
+    ctx = BuildContext.of(request, "g1", fx_passes_us=7)
+    assert (ctx.graph_name, ctx.config, ctx.settings, ctx.key_policy, ctx.model_name, ctx.fx_passes_us) == (
+        "g1", request.config, request.settings, request.key_policy, request.model_name, 7)
+    assert isinstance(ctx.config, CompilerConfig)

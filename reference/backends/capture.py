@@ -26,12 +26,12 @@ import torch.distributed as dist
 
 from reference.backends.neuron import compile_fx_graph, opt_into_graph_breaks
 from reference.backends.seam import Seam
-from reference.compiler.request import CompileRequest
+from reference.compiler.request import CompileRequest, key_policy_named
 from reference.cache.staging import StagedGraph, read_staged
 from reference.core.build_settings import CacheRoots
 from reference.core.errors import FlowDirectoryError
 from reference.core.specs import LoweredGraph
-from reference.pipeline import DEFAULT_KEY, KEY_POLICIES, BuildContext, KeyPolicy, Lowering, lower, stage
+from reference.pipeline import DEFAULT_KEY, BuildContext, KeyPolicy, Lowering, lower, stage
 from reference.spmd.guards import mark_staged_rank
 
 __all__ = ["CAPTURES", "CAPTURE_SEAM", "StagedGraph", "capture_backend", "capture_dir", "capture_to", "read_staged", "stage_graph"]
@@ -44,14 +44,13 @@ _key_policy: contextvars.ContextVar[KeyPolicy] = contextvars.ContextVar("neuron_
 def capture_to(path: str | os.PathLike, *, key_policy: str = "default") -> Iterator[str]:
     """Stage the graphs captured in this block under ``path``, keyed for the seam that will serve
     them: ``key_policy="native"`` for ``neuron_native_lite`` (structure and shapes only)."""
-    if key_policy not in KEY_POLICIES:
-        raise ValueError(f"unknown key policy {key_policy!r}; known: {sorted(KEY_POLICIES)}")
+    policy = key_policy_named(key_policy)  # BackendOptionError (a ValueError) for an unknown name
     folder = os.path.abspath(os.fspath(path))
     if os.path.exists(folder) and not os.path.isdir(folder):
         raise FlowDirectoryError("capture_to: the staging directory", folder, "is not a directory",
                                  "give a directory (it is created when missing)")
     token = _capture_dir.set(folder)
-    policy_token = _key_policy.set(KEY_POLICIES[key_policy])
+    policy_token = _key_policy.set(policy)
     try:
         yield _capture_dir.get()
     finally:

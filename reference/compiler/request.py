@@ -109,18 +109,17 @@ def resolve_request(
     options: Mapping[str, Any] | None,
     *,
     seam: str,
-    key_policy: KeyPolicy | str = DEFAULT_KEY,
+    key_policy: KeyPolicy = DEFAULT_KEY,
     thresholds: Mapping[str, int] | None = None,
 ) -> CompileRequest:
     """The request for one compile under ``options`` (already validated by the seam).
 
-    Reads the scope, the environment, the model name and the rank now, and resolves ``key_policy``
-    (the seam's object, or a registered name) to the object the pipeline keys with. Raises
+    Reads the scope, the environment, the model name and the rank now; ``key_policy`` is the
+    seam's (``Seam.key_policy_now()``), the object the pipeline keys with. Raises
     :class:`~reference.core.errors.CompilerArgumentError` for an argument list that does not parse,
     :class:`~reference.core.errors.BackendOptionError` for an unknown target or key policy, and
     :class:`~reference.core.errors.EnvVarError` for a malformed variable.
     """
-    policy = key_policy if isinstance(key_policy, KeyPolicy) else key_policy_named(key_policy)
     options = dict(options or {})
     scoped = current_scoped_config()
     if scoped is not None:
@@ -130,7 +129,7 @@ def resolve_request(
         seam=seam,
         config=config,
         settings=BuildSettings.from_env(),
-        key_policy=policy,
+        key_policy=key_policy,
         fallback=not env.get(env.DISABLE_FALLBACK_EXECUTION),
         thresholds=dict(thresholds or {}),
         model_name=get_model_name(),

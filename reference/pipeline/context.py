@@ -4,7 +4,7 @@ parts one keyword at a time."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from reference.compiler.driver import CompilerConfig
 from reference.compiler.request import DEFAULT_KEY, CompileRequest, KeyPolicy
@@ -40,7 +40,3 @@ class BuildContext:
     def of(cls, request: CompileRequest, graph_name: str, *, fx_passes_us: int = 0) -> "BuildContext":
         """The context of graph ``graph_name`` under ``request``."""
         return cls(graph_name, request.config, request.settings, request.key_policy, request.model_name, fx_passes_us)
-
-    def on_one_thread(self) -> "BuildContext":
-        """This build with the compiler on one thread (one of as many compiling as there are cores)."""
-        return replace(self, config=self.config.on_one_thread())
