@@ -163,3 +163,18 @@ def test_the_command_line_compares_two_runs_writes_a_table_and_clears_the_verdic
     assert json.loads((report / "ops.json").read_text())["counts"]["error"] == 1 and (report / "ops.md").is_file()
     assert ops_table.main(["--report-dir", str(report), "--clear"]) == 0
     assert not (report / ops_table.VERDICT_DIR).exists() and (report / "ops.json").is_file()
+
+
+def test_a_reference_row_to_act_on_that_inductor_gets_right_is_listed_with_its_cause():
+    """The lane's rule, held on the checked-in tables: where the reference is wrong or fails and
+    Inductor matches eager on the same row, the row is in ``conformance/expected/ops/reference.txt``
+    with its cause (a fix to make, or a limitation of the stand-in compiler), never silent."""
+    reference, inductor = ops_table._checked_in("reference"), ops_table._checked_in("inductor")
+    known = ops_table.known_rows("reference")
+    to_act = {row for row, verdict in reference.items() if verdict in (opinfo.WRONG, opinfo.ERROR)}
+    assert to_act, "the reference's table has no wrong or error row: is docs/support/reference-ops.json there?"
+    silent = sorted(row for row in to_act if inductor.get(row) == opinfo.MATCHES and row not in known)
+    assert not silent, f"the reference fails these rows where Inductor matches, with no cause listed: {silent}"
+    # the comparison is not vacuous: Inductor's table has a verdict for every wrong row of the reference
+    wrong = {row for row in to_act if reference[row] == opinfo.WRONG}
+    assert wrong <= set(inductor), f"rows Inductor's table lacks: {sorted(wrong - set(inductor))}"
