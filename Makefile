@@ -43,9 +43,9 @@ conformance: $(STAMP)
 # coverage, then the reference's checked-in support matrix against the one this run wrote (the run is fresh:
 # its caches are its own; make slow runs the probes again as another machine would).
 # The selfcheck lane (tests/test_selfcheck.py) is part of it; its per-mutant results become reports/selfcheck.md.
-# Tests marked slow (multi-process SPMD worlds, torchrun hosts, store coordination, whole-suite runs
-# of the honest adapters) are left to `make slow`, a CI lane of its own, so this stays the quick
-# local command.
+# Tests marked slow (multi-process SPMD worlds, torchrun hosts, store coordination, processes racing
+# on one cache key, the Ray cluster, the CI groups' pytest runs, whole-suite runs of the honest
+# adapters) are left to `make slow`, a CI lane of its own, so this stays the quick local command.
 test: $(STAMP) lint-workflows
 	$(VENV)/bin/lint-imports
 	rm -rf reports/selfcheck

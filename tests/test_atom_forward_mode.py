@@ -156,6 +156,8 @@ def test_a_simulated_dp_group_replays_one_bucket_on_every_rank(model, cache):
         ranks[0].execute(torch.zeros(2, dtype=torch.long), torch.ones(2, dtype=torch.long), torch.ones(2, dtype=torch.long), num_tokens_across_dp=[1, 3])
 
 
+# two real ranks on gloo: a multi-process world, so make slow (the simulated group above is make test's)
+@pytest.mark.slow
 @pytest.mark.spec("004.tokengraph.dp-largest-bucket")
 def test_real_dp_ranks_on_gloo_replay_one_token_bucket(tmp_path):
     """Two ranks in two fresh processes, their token counts gathered over gloo on loopback: both

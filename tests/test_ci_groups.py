@@ -5,7 +5,8 @@ The first test runs ``scripts/ci_groups.py`` as CI's machines would see the tree
 collection of the not-slow tests, in a process of its own, grouped by pytest-split's own algorithm
 with the checked-in ``.test_durations``). The last ones run a small conformance module for real,
 once whole and once as two groups through pytest-split's command line, and join the groups with
-``python -m conformance.reporting.merge``.
+``python -m conformance.reporting.merge``; those are in the slow lane (the three pytest runs cost
+make test about 13 s).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from conformance.harness.forkserver import ForkServer, run_module  # noqa: E402
 from conformance.reporting import merge  # noqa: E402
 
 # The module fixture runs pytest three times: --dist=loadgroup keeps the module on one xdist worker.
+# The tests that use it are slow (make slow).
 pytestmark = pytest.mark.xdist_group("ci_groups")
 
 # cheap probes of the support matrix: a join must carry their rows besides the outcomes
@@ -95,6 +97,7 @@ def runs(tmp_path_factory):
     return out
 
 
+@pytest.mark.slow
 def test_joined_groups_report_what_one_run_reports(runs, tmp_path):
     whole = merge.load(runs["whole"])
     g1, g2 = merge.load(runs["g1"]), merge.load(runs["g2"])
@@ -116,6 +119,7 @@ def test_joined_groups_report_what_one_run_reports(runs, tmp_path):
     assert junit.count("<testcase ") == len(whole["tests"])
 
 
+@pytest.mark.slow
 def test_a_test_reported_by_two_groups_is_refused(runs):
     g1 = merge.load(runs["g1"])
     with pytest.raises(merge.MergeError, match=r"ran in two groups"):

@@ -2,10 +2,11 @@
 
 The Ray tests start a real two-node Ray cluster on this machine once for the module (`ray start`:
 a head and a worker node, one CPU and a temporary folder each) and stop it after; parallel_compile
-uses the Ray this process is connected to as it is. They compile for real. Two of them (the same
-entries as the local path, one task per key) run in make test; the faults, the cluster lost
-mid-run (a cluster of its own) and the runner's flow are in the slow lane. The executor choice
-and the lazy import need no Ray.
+uses the Ray this process is connected to as it is. They compile for real, all in the slow lane
+(starting the cluster and the two builds cost make test about 28 s of its 2 cores): the same
+entries as the local path, one task per key, the faults, the cluster lost mid-run (a cluster of
+its own) and the runner's flow. The executor choice and the lazy import need no Ray and run in
+make test.
 """
 
 from __future__ import annotations
@@ -181,6 +182,7 @@ def local_ray(tmp_path_factory):
 
 
 @needs_ray
+@pytest.mark.slow
 def test_ray_builds_what_the_local_path_builds_and_a_second_run_is_all_hits(tmp_path, monkeypatch, local_ray):
     """The same staged set through the fork server and through Ray, into two caches: the same keys
     and the same artifact bytes; Ray's entries are signed under the HMAC key, load and run equal to
@@ -223,6 +225,7 @@ def _note_task(folder: str, graph_name: str) -> None:
 
 
 @needs_ray
+@pytest.mark.slow
 def test_a_graph_staged_twice_is_one_task_on_the_cluster(tmp_path, monkeypatch, local_ray):
     """Two sites that staged the same graph (same StableHLO, same arguments: one key) and a third
     graph: two Ray tasks, one per key, not three; the twice-staged key is one cache entry."""
