@@ -426,6 +426,35 @@ def convolution_backward(
     return grad_input, grad_weight, grad_bias
 
 
+_HALF = (torch.float16, torch.bfloat16)
+
+
+def accumulating_in_float32(op, then=None):
+    """``op`` on float16/bfloat16 operands computed in float32 and its result rounded to the operand's
+    type once, as eager's CPU kernels compute matrix products, convolutions, cumulative sums and
+    vector norms (float32 is their accumulator type). Lowered as they are, IREE's CPU code kept
+    every partial sum in the half type: a float16 ``bmm``, ``conv3d`` or ``conv_transpose1d`` and a
+    bfloat16 ``cumsum`` drifted past the tolerance, float16 ``vector_norm(ord=6)`` overflowed (9**6
+    is past 65504) and ``normalize`` did not compile. Only these ops: each other op keeps its
+    declared type, so results are rounded op by op as in eager (promoting the whole graph rounded
+    only its outputs and moved a bfloat16 router's top-k). An explicit ``dtype=``, and every other
+    type, go to ``then`` (or keep the op); the inner call is float32, so it is not promoted again."""
+
+    def decomposition(*args, **kwargs):
+        x = args[0]
+        if isinstance(x, torch.Tensor) and x.dtype in _HALF and kwargs.get("dtype") is None:
+            half = x.dtype
+
+            def up(a):
+                return a.float() if isinstance(a, torch.Tensor) and a.dtype == half else a
+
+            return op(*map(up, args), **{k: up(v) for k, v in kwargs.items()}).to(half)
+        return NotImplemented if then is None else then(*args, **kwargs)
+
+    decomposition.__name__ = f"{op.__name__.replace('.', '_')}_accumulating_in_float32"
+    return _then_the_table(decomposition)
+
+
 def _with_dimensions(decomposition):
     """``decomposition`` for tensors with dimensions; a 0-d tensor keeps the op."""
 
@@ -443,12 +472,14 @@ def extra_decompositions() -> dict:
         aten.fmod.Scalar: fmod_scalar,
         aten.remainder.Tensor: remainder,
         aten.remainder.Scalar: remainder,
-        aten.mm.default: empty_contraction,
+        aten.mm.default: accumulating_in_float32(aten.mm.default, then=empty_contraction),
         aten.mean.dim: scalar_reduction,
         aten.sum.dim_IntList: scalar_sum,
         aten.amax.default: scalar_reduction,
         aten.amin.default: scalar_reduction,
-        aten.bmm.default: empty_contraction,
+        aten.bmm.default: accumulating_in_float32(aten.bmm.default, then=empty_contraction),
+        aten.convolution.default: accumulating_in_float32(aten.convolution.default),
+        aten.linalg_vector_norm.default: accumulating_in_float32(aten.linalg_vector_norm.default),
         aten.add.Tensor: bool_add,
         aten.scatter_add.default: bool_scatter_add,
         aten.index_add.default: bool_index_add,
@@ -460,7 +491,7 @@ def extra_decompositions() -> dict:
         aten.atan2.default: atan2_of_zeros,
         aten.argmax.default: scalar_argmax,
         aten.argmin.default: scalar_argmax,
-        aten.cumsum.default: scalar_scan,
+        aten.cumsum.default: accumulating_in_float32(aten.cumsum.default, then=scalar_scan),
         aten._scaled_dot_product_flash_attention_for_cpu_backward.default: flash_attention_backward,
         aten.convolution_backward.default: convolution_backward,
     }
