@@ -169,7 +169,8 @@ def test_a_reference_row_to_act_on_that_inductor_gets_right_is_listed_with_its_c
     """The lane's rule, held on the checked-in tables: where the reference is wrong or fails and
     Inductor matches eager on the same row, the row is in ``conformance/expected/ops/reference.txt``
     with its cause (a fix to make, or a limitation of the stand-in compiler), never silent."""
-    reference, inductor = ops_table._checked_in("reference"), ops_table._checked_in("inductor")
+    reference, inductor = ({row: ops_table.checked_in_verdict(impl, *row) for row in ops_table.covered_rows(impl)}
+                           for impl in ("reference", "inductor"))
     known = ops_table.known_rows("reference")
     to_act = {row for row, verdict in reference.items() if verdict in (opinfo.WRONG, opinfo.ERROR)}
     assert to_act, "the reference's table has no wrong or error row: is docs/support/reference-ops.json there?"

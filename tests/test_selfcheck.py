@@ -102,6 +102,11 @@ HEAVY = frozenset({"lock_kept_after_a_failed_compile", "cache_executes_a_damaged
                    "hlo_key_ignores_the_pass_pipeline", "assert_cache_hit_ignored"})
 
 
+def test_the_heavy_mutants_are_mutants():
+    """A renamed mutant does not drop out of make slow's run unnoticed."""
+    assert HEAVY <= set(MUTANTS), f"not in conformance/selfcheck/mutants.py: {sorted(HEAVY - set(MUTANTS))}"
+
+
 @pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in HEAVY else n for n in sorted(MUTANTS)])
 def test_the_suite_catches_the_mutant(name, server, tmp_path):
     mutant = MUTANTS[name]

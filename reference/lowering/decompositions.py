@@ -434,8 +434,8 @@ def accumulating_in_float32(op, then=None):
     type once, as eager's CPU kernels compute matrix products, convolutions, cumulative sums and
     vector norms (float32 is their accumulator type). Lowered as they are, IREE's CPU code kept
     every partial sum in the half type: a float16 ``bmm``, ``conv3d`` or ``conv_transpose1d`` and a
-    bfloat16 ``cumsum`` drifted past the tolerance, float16 ``vector_norm(ord=6)`` overflowed (9**6
-    is past 65504) and ``normalize`` did not compile. Only these ops: each other op keeps its
+    bfloat16 ``cumsum`` drifted past the tolerance and float16 ``vector_norm(ord=6)`` overflowed
+    (9**6 is past 65504). Only these ops: each other op keeps its
     declared type, so results are rounded op by op as in eager (promoting the whole graph rounded
     only its outputs and moved a bfloat16 router's top-k). An explicit ``dtype=``, and every other
     type, go to ``then`` (or keep the op); the inner call is float32, so it is not promoted again."""
