@@ -13,6 +13,7 @@ import hashlib
 import importlib
 import logging
 import re
+import struct
 from typing import Any, Callable, Sequence
 
 import torch
@@ -179,6 +180,7 @@ def lower_to_stablehlo(gm: torch.fx.GraphModule, *, graph_name: str) -> LoweredG
     wrap_negative_indices(gm)
     nodes = _tag_nodes(gm)
     restore_outputs = _only_tensor_outputs(gm)
+    restore_literals = _float32_literals(gm)
     try:
         with _root_logger_left_alone():
             module = tm_fx.stateless_fx_import(
@@ -205,6 +207,7 @@ def lower_to_stablehlo(gm: torch.fx.GraphModule, *, graph_name: str) -> LoweredG
         handler.detach()
         _untag_nodes(nodes)
         restore_outputs()
+        restore_literals()
     hlo = module.operation.get_asm(enable_debug_info=False, large_elements_limit=None)
     debug = module.operation.get_asm(enable_debug_info=True, large_elements_limit=None)
     return LoweredGraph(hlo=hlo, input_specs=ins, output_specs=output_specs(gm), node_count=len(gm.graph.nodes),
@@ -312,6 +315,54 @@ def _wrapped_index(gm: torch.fx.GraphModule, user: torch.fx.Node, idx: torch.fx.
         if "stack_trace" in user.meta:
             new.meta["stack_trace"] = user.meta["stack_trace"]
     return out
+
+
+# --- float literals ---------------------------------------------------------------------------------
+# A Python float in a node's arguments (``x * 0.1``, an epsilon, an attention scale) becomes a
+# float64 constant in the StableHLO text. IREE demotes float64 to float32 (the reference's declared
+# precision), and its demotion rounds a constant toward zero: 0.1 becomes 0.099999994, 4/3 becomes
+# 1.3333332, one unit in the last place below the float32 that eager's kernels use (they convert
+# the scalar to the op's compute type, rounding to nearest). So ``x * 0.1`` was off by one ulp, and
+# an index computed as ``floor((i + 0.5) * 4/3)`` (nearest-exact interpolation) landed one below.
+# Each such literal is lowered as the float32 nearest to it, a value float64 holds exactly, so the
+# demotion has nothing left to round. Literals past float32's range are left to IREE as they are.
+
+_FLOAT32_MAX = 3.4028234663852886e38
+
+
+def _nearest_float32(value: float) -> float:
+    if not (-_FLOAT32_MAX <= value <= _FLOAT32_MAX):  # inf, nan, or out of float32's range
+        return value
+    return struct.unpack("f", struct.pack("f", value))[0]
+
+
+def _rounded(arg: Any) -> Any:
+    if type(arg) is float:
+        return _nearest_float32(arg)
+    if isinstance(arg, (list, tuple)):
+        items = [_rounded(a) for a in arg]
+        return arg if all(a is b for a, b in zip(items, arg)) else type(arg)(items)
+    return arg
+
+
+def _float32_literals(gm: torch.fx.GraphModule) -> Callable[[], None]:
+    """Round every float literal of the graph's calls to its nearest float32, for the lowering
+    only; the returned function puts the graph's own literals back (an eager fallback of the same
+    graph, which may compute in float64, keeps them)."""
+    saved = []
+    for node in gm.graph.nodes:
+        if node.op != "call_function":
+            continue
+        args, kwargs = _rounded(node.args), {k: _rounded(v) for k, v in node.kwargs.items()}
+        if args is not node.args or any(kwargs[k] is not v for k, v in node.kwargs.items()):
+            saved.append((node, node.args, node.kwargs))
+            node.args, node.kwargs = args, kwargs
+
+    def restore() -> None:
+        for node, args, kwargs in saved:
+            node.args, node.kwargs = args, kwargs
+
+    return restore
 
 
 # --- where each op of the StableHLO text came from -------------------------------------------------

@@ -23,7 +23,7 @@ module {
     %c_16 = stablehlo.constant dense<false> : tensor<i1>
     %cst_17 = arith.constant dense<2> : tensor<1xi64>
     %cst_18 = arith.constant dense<64> : tensor<1xi64>
-    %cst_19 = arith.constant dense<9.9999999999999995E-7> : tensor<1xf64>
+    %cst_19 = arith.constant dense<9.9999999747524271E-7> : tensor<1xf64>
     %cst_20 = arith.constant dense<5.000000e-01> : tensor<1xf64>
     %cst_21 = arith.constant dense<0xFFF0000000000000> : tensor<1xf64>
     %0 = "stablehlo.gather"(%arg0, %arg1) <{dimension_numbers = #stablehlo.gather<offset_dims = [2], collapsed_slice_dims = [0], start_index_map = [0], index_vector_dim = 2>, indices_are_sorted = false, slice_sizes = array<i64: 1, 64>}> : (tensor<128x64xf32>, tensor<2x1xi64>) -> tensor<2x1x64xf32>

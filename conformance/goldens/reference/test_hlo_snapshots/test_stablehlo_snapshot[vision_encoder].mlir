@@ -26,9 +26,9 @@ module {
     %cst_19 = stablehlo.constant dense<-0.0142647391> : tensor<2x16x64xf32>
     %cst_20 = stablehlo.constant dense<-1.000000e+00> : tensor<2x16x64xf32>
     %cst_21 = arith.constant dense<32> : tensor<1xi64>
-    %cst_22 = arith.constant dense<1.000000e-05> : tensor<1xf64>
+    %cst_22 = arith.constant dense<9.9999997473787516E-6> : tensor<1xf64>
     %cst_23 = arith.constant dense<1> : tensor<1xi64>
-    %cst_24 = arith.constant dense<0.59460355750136051> : tensor<1xf64>
+    %cst_24 = arith.constant dense<0.59460353851318359> : tensor<1xf64>
     %cst_25 = arith.constant dense<0xFFF0000000000000> : tensor<1xf64>
     %cst_26 = arith.constant dense<16> : tensor<1xi64>
     %0 = stablehlo.convolution(%arg2, %arg0) dim_numbers = [b, f, 0, 1]x[o, i, 0, 1]->[b, f, 0, 1], window = {stride = [4, 4], pad = [[0, 0], [0, 0]], rhs_dilate = [1, 1]} {batch_group_count = 1 : i64, feature_group_count = 1 : i64} : (tensor<2x3x16x16xf32>, tensor<32x3x4x4xf32>) -> tensor<2x32x4x4xf32>

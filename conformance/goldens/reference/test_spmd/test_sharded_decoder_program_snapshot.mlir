@@ -50,7 +50,7 @@ module @spmd_program {
     %c_13 = stablehlo.constant dense<false> : tensor<i1>
     %cst_14 = arith.constant dense<2> : tensor<1xi64>
     %cst_15 = arith.constant dense<64> : tensor<1xi64>
-    %cst_16 = arith.constant dense<9.9999999999999995E-7> : tensor<1xf64>
+    %cst_16 = arith.constant dense<9.9999999747524271E-7> : tensor<1xf64>
     %cst_17 = arith.constant dense<5.000000e-01> : tensor<1xf64>
     %cst_18 = arith.constant dense<0xFFF0000000000000> : tensor<1xf64>
     %0 = "stablehlo.gather"(%arg0, %arg1) <{dimension_numbers = #stablehlo.gather<offset_dims = [2], collapsed_slice_dims = [0], start_index_map = [0], index_vector_dim = 2>, indices_are_sorted = false, slice_sizes = array<i64: 1, 64>}> : (tensor<32x64xf32>, tensor<2x8xi64>) -> tensor<2x8x64xf32>
@@ -206,7 +206,7 @@ module @spmd_program {
     %cst = stablehlo.constant dense<0.000000e+00> : tensor<f32>
     %cst_0 = arith.constant dense<2> : tensor<1xi64>
     %cst_1 = arith.constant dense<64> : tensor<1xi64>
-    %cst_2 = arith.constant dense<9.9999999999999995E-7> : tensor<1xf64>
+    %cst_2 = arith.constant dense<9.9999999747524271E-7> : tensor<1xf64>
     %0 = stablehlo.add %arg0, %arg1 : tensor<2x8x64xf32>
     %1 = stablehlo.convert %cst_0 : (tensor<1xi64>) -> tensor<1xf32>
     %2 = stablehlo.reshape %1 : (tensor<1xf32>) -> tensor<f32>
@@ -337,7 +337,7 @@ module @spmd_program {
     %cst = stablehlo.constant dense<0.000000e+00> : tensor<f32>
     %cst_0 = arith.constant dense<2> : tensor<1xi64>
     %cst_1 = arith.constant dense<64> : tensor<1xi64>
-    %cst_2 = arith.constant dense<9.9999999999999995E-7> : tensor<1xf64>
+    %cst_2 = arith.constant dense<9.9999999747524271E-7> : tensor<1xf64>
     %0 = stablehlo.add %arg0, %arg1 : tensor<2x8x64xf32>
     %1 = stablehlo.convert %cst_0 : (tensor<1xi64>) -> tensor<1xf32>
     %2 = stablehlo.reshape %1 : (tensor<1xf32>) -> tensor<f32>
