@@ -5,6 +5,8 @@ what is under test is the dispatch, not the pieces)."""
 
 from __future__ import annotations
 
+import io
+
 import pytest
 import torch
 from hypothesis import given
@@ -100,7 +102,7 @@ def _runner(model, cache, mode, *, enforce_eager=False, **kw):
     config = G.level_config(atom, 0, mode, sizes=SIZES)
     if enforce_eager:
         config = atom.Config(compilation_config=config.compilation_config, max_num_seqs=config.max_num_seqs, enforce_eager=True)
-    return atom.ModelRunner(model, config, kv_cache_data=cache, max_model_len=G.MAX_LEN, progress=open("/dev/null", "w"), **kw)
+    return atom.ModelRunner(model, config, kv_cache_data=cache, max_model_len=G.MAX_LEN, progress=io.StringIO(), **kw)
 
 
 def _step(model, cache, runner, bs, seed, **kw):

@@ -8,6 +8,7 @@ module; it needs only torch with CUDA, pytest and this repository.
 
 from __future__ import annotations
 
+import io
 import types
 
 import pytest
@@ -128,7 +129,7 @@ def test_cuda_level_3_capture_records_inductor_pieces_and_breaks_at_the_attentio
     config = G.level_config(atom, 3, mode, cache_dir=str(tmp_path), sizes=(1, 2, 4))
     model = G.build_level_decoder(atom, config).to(DEV)
     cache = G.kv_cache(atom, device=DEV)
-    runner = atom.ModelRunner(model, config, device=DEV, kv_cache_data=cache, max_model_len=G.MAX_LEN, progress=open("/dev/null", "w"))
+    runner = atom.ModelRunner(model, config, device=DEV, kv_cache_data=cache, max_model_len=G.MAX_LEN, progress=io.StringIO())
     with torch.no_grad():
         assert runner.capture_cudagraph()[1] == [1, 2, 4]
     recs = _recordings(model, runner)
@@ -165,7 +166,7 @@ def test_cuda_production_decoder_matches_eager_under_every_graph_mode_in_one_pro
     worst = {}
     for mode in PRODUCTION_MODES:
         config = G.production_config(atom, 3, mode, cache_dir=str(tmp_path))
-        runner = atom.ModelRunner(model, config, device=DEV, kv_cache_data=cache, max_model_len=G.MAX_LEN, progress=open("/dev/null", "w"))
+        runner = atom.ModelRunner(model, config, device=DEV, kv_cache_data=cache, max_model_len=G.MAX_LEN, progress=io.StringIO())
         with torch.no_grad():
             assert runner.capture_cudagraph()[1] == [1, 2, 4]
             for bs in order:

@@ -9,6 +9,8 @@ The conformance module runs the full matrix with Inductor and the reference's pi
 
 from __future__ import annotations
 
+import io
+
 import pytest
 import torch
 
@@ -46,7 +48,7 @@ def _runner(level, mode, cache, tmp_path, monkeypatch, **cc):
         monkeypatch.setattr(atom_backends, "make_compiler", lambda config: GraphPieces())
     config = G.level_config(atom, level, mode, cache_dir=str(tmp_path), sizes=SIZES, **cc)
     model = G.build_level_decoder(atom, config)
-    return model, atom.ModelRunner(model, config, kv_cache_data=cache, max_model_len=G.MAX_LEN, progress=open("/dev/null", "w"))
+    return model, atom.ModelRunner(model, config, kv_cache_data=cache, max_model_len=G.MAX_LEN, progress=io.StringIO())
 
 
 def _steps(model, runner, cache):

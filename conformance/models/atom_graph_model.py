@@ -13,7 +13,7 @@ can see which metadata an eager region ran with.
 
 from __future__ import annotations
 
-import os
+import io
 from conformance.harness.capabilities import AtomCapability
 from typing import Any
 
@@ -328,7 +328,7 @@ def dp_rank_main(atom_module: str, rank: int, counts: list, init_file: str, out_
     model = build_level_decoder(atom, level_config(atom, 0, "NONE"))
     cache = kv_cache(atom)
     config = level_config(atom, 0, "TR_HYBRID")
-    runner = atom.ModelRunner(model, config, kv_cache_data=cache, max_model_len=MAX_LEN, rank=rank, dp_size=len(counts), progress=open(os.devnull, "w"))
+    runner = atom.ModelRunner(model, config, kv_cache_data=cache, max_model_len=MAX_LEN, rank=rank, dp_size=len(counts), progress=io.StringIO())
     dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=len(counts))
     try:
         with torch.no_grad():
