@@ -4,7 +4,10 @@ to it, the value eager's float32 kernels use (``_float32_literals`` in
 rounding toward zero, one unit in the last place below whenever the nearest float32 lies above:
 ``x * 0.1`` came out 0.099999994 for x = 1, and nearest-exact interpolation from 4 to 3 elements
 read source element 1 instead of 2 (the op lane's rows ``nn.functional.interpolate.nearest-exact``).
-Compiled through the real backend (lowering, IREE, runtime); float32 results must be bit-exact."""
+A clamp's float bound on a float16/bfloat16 tensor is lowered as the nearest value of that type:
+iree-compile rejected the graph when the bound's conversion was inexact (``x.clamp(min=0.1)``, the
+op lane's rows ``nn.functional.normalize`` float16/bfloat16, whose epsilon is 1e-12).
+Compiled through the real backend (lowering, IREE, runtime); results must be bit-exact."""
 
 from __future__ import annotations
 
@@ -70,6 +73,26 @@ def test_the_graph_keeps_its_own_literals_and_the_text_states_the_float32():
     (mul,) = [n for n in gm.graph.nodes if n.op == "call_function"]
     assert mul.args[1] == 0.1, "an eager run of the same graph still multiplies by the float64 literal"
     assert "0.10000000149011612" in hlo and "1.000000e-01" not in hlo, hlo
+
+
+HALF_CLAMPS = {
+    "clamp-min": lambda x: x.clamp(min=0.1),
+    "clamp-max": lambda x: x.clamp(max=-0.3),
+    "clamp-both": lambda x: x.clamp(-0.7, 0.1),
+    "clamp_min": lambda x: torch.clamp_min(x, 1e-12),
+    "normalize": lambda x: F.normalize(x, dim=1),
+}
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("case", sorted(HALF_CLAMPS))
+def test_a_clamp_of_a_half_tensor_by_a_float_bound_compiles_and_matches_eager(case, dtype):
+    fn = HALF_CLAMPS[case]
+    x = torch.linspace(-1, 1, 24).reshape(4, 6).to(dtype)
+    want = fn(x)
+    got = _compiled(fn)(x)
+    assert got.dtype == dtype
+    assert torch.equal(got, want), f"max error {(got.float() - want.float()).abs().max().item()}"
 
 
 @pytest.mark.parametrize("value", [1e300, -1e300, math.inf, -math.inf, 3.5e38])

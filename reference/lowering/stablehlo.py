@@ -326,6 +326,10 @@ def _wrapped_index(gm: torch.fx.GraphModule, user: torch.fx.Node, idx: torch.fx.
 # an index computed as ``floor((i + 0.5) * 4/3)`` (nearest-exact interpolation) landed one below.
 # Each such literal is lowered as the float32 nearest to it, a value float64 holds exactly, so the
 # demotion has nothing left to round. Literals past float32's range are left to IREE as they are.
+# A scalar bound of ``clamp`` on a float16/bfloat16 tensor is lowered as the nearest value of that
+# type: iree-compile rejects the graph when the bound's conversion to the half type is inexact
+# ("failed to legalize operation 'util.initializer'": ``x.clamp(min=0.1)``, ``F.normalize``'s
+# epsilon), and a bound rounded to the tensor's type clamps to what eager's result rounds to.
 
 _FLOAT32_MAX = 3.4028234663852886e38
 
@@ -336,24 +340,38 @@ def _nearest_float32(value: float) -> float:
     return struct.unpack("f", struct.pack("f", value))[0]
 
 
-def _rounded(arg: Any) -> Any:
+def _rounded(arg: Any, nearest: Callable[[float], float] = _nearest_float32) -> Any:
     if type(arg) is float:
-        return _nearest_float32(arg)
+        return nearest(arg)
     if isinstance(arg, (list, tuple)):
-        items = [_rounded(a) for a in arg]
+        items = [_rounded(a, nearest) for a in arg]
         return arg if all(a is b for a, b in zip(items, arg)) else type(arg)(items)
     return arg
 
 
+_CLAMPS = (_aten.clamp.default, _aten.clamp_min.default, _aten.clamp_max.default)
+
+
+def _nearest_for(node: torch.fx.Node) -> Callable[[float], float]:
+    """How ``node``'s float literals are rounded: to its half type for a clamp of a half tensor."""
+    if node.target in _CLAMPS and node.args and isinstance(node.args[0], torch.fx.Node):
+        val = node.args[0].meta.get("val")
+        if isinstance(val, torch.Tensor) and val.dtype in (torch.float16, torch.bfloat16):
+            info = torch.finfo(val.dtype)
+            return lambda v: torch.tensor(v, dtype=val.dtype).item() if info.min <= v <= info.max else v
+    return _nearest_float32
+
+
 def _float32_literals(gm: torch.fx.GraphModule) -> Callable[[], None]:
-    """Round every float literal of the graph's calls to its nearest float32, for the lowering
-    only; the returned function puts the graph's own literals back (an eager fallback of the same
+    """Round every float literal of the graph's calls to its nearest float32 (a clamp's bound on a
+    half tensor: to its type), for the lowering only; the returned function puts the graph's own literals back (an eager fallback of the same
     graph, which may compute in float64, keeps them)."""
     saved = []
     for node in gm.graph.nodes:
         if node.op != "call_function":
             continue
-        args, kwargs = _rounded(node.args), {k: _rounded(v) for k, v in node.kwargs.items()}
+        nearest = _nearest_for(node)
+        args, kwargs = _rounded(node.args, nearest), {k: _rounded(v, nearest) for k, v in node.kwargs.items()}
         if args is not node.args or any(kwargs[k] is not v for k, v in node.kwargs.items()):
             saved.append((node, node.args, node.kwargs))
             node.args, node.kwargs = args, kwargs
