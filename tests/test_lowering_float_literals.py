@@ -1,5 +1,5 @@
 """A Python float in a graph (``x * 0.1``, an epsilon, a scale) is lowered as the float32 nearest
-to it, the value eager's float32 kernels use (``_float32_literals`` in
+to it, the value eager's float32 kernels use (``_literals_as_eager_uses_them`` in
 ``reference/lowering/stablehlo.py``). IREE demotes the float64 constant torch-mlir emits to float32
 rounding toward zero, one unit in the last place below whenever the nearest float32 lies above:
 ``x * 0.1`` came out 0.099999994 for x = 1, and nearest-exact interpolation from 4 to 3 elements
@@ -17,6 +17,7 @@ import struct
 import pytest
 import torch
 import torch.nn.functional as F
+from torch.fx.experimental.proxy_tensor import make_fx
 
 from reference.lowering import stablehlo
 from reference.lowering.stablehlo import decomposition_table, lower_to_stablehlo
@@ -66,9 +67,7 @@ def test_nearest_exact_interpolation_reads_eagers_source_elements(size_in, size_
 
 
 def test_the_graph_keeps_its_own_literals_and_the_text_states_the_float32():
-    gm = torch.fx.experimental.proxy_tensor.make_fx(lambda x: x * 0.1, decomposition_table=decomposition_table())(
-        torch.ones(3)
-    )
+    gm = make_fx(lambda x: x * 0.1, decomposition_table=decomposition_table())(torch.ones(3))
     hlo = lower_to_stablehlo(gm, graph_name="literal").hlo
     (mul,) = [n for n in gm.graph.nodes if n.op == "call_function"]
     assert mul.args[1] == 0.1, "an eager run of the same graph still multiplies by the float64 literal"

@@ -180,7 +180,7 @@ def lower_to_stablehlo(gm: torch.fx.GraphModule, *, graph_name: str) -> LoweredG
     wrap_negative_indices(gm)
     nodes = _tag_nodes(gm)
     restore_outputs = _only_tensor_outputs(gm)
-    restore_literals = _float32_literals(gm)
+    restore_literals = _literals_as_eager_uses_them(gm)
     try:
         with _root_logger_left_alone():
             module = tm_fx.stateless_fx_import(
@@ -362,10 +362,11 @@ def _nearest_for(node: torch.fx.Node) -> Callable[[float], float]:
     return _nearest_float32
 
 
-def _float32_literals(gm: torch.fx.GraphModule) -> Callable[[], None]:
+def _literals_as_eager_uses_them(gm: torch.fx.GraphModule) -> Callable[[], None]:
     """Round every float literal of the graph's calls to its nearest float32 (a clamp's bound on a
-    half tensor: to its type), for the lowering only; the returned function puts the graph's own literals back (an eager fallback of the same
-    graph, which may compute in float64, keeps them)."""
+    half tensor: to the nearest value of its type), for the lowering only. The returned function
+    puts the graph's own literals back: an eager fallback of the same graph, which may compute in
+    float64, keeps them."""
     saved = []
     for node in gm.graph.nodes:
         if node.op != "call_function":
