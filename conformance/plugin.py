@@ -34,6 +34,7 @@ import conformance
 from conformance.harness import expectations as _expectations
 from conformance.reporting import models_report, spec_coverage as _spec, support as _support
 from conformance.harness import env, pytest_internals
+from conformance.harness.evidence import observe as observe_work
 from conformance.harness.outcomes import EVIDENCE, EVIDENCE_PROPERTY, FELL_BACK, FELL_BACK_PROPERTY, FellBack, fell_back
 from conformance.harness.implementation import (
     CAPABILITIES,
@@ -279,7 +280,7 @@ def pytest_runtest_call(item: pytest.Item):
             fell_back(item, str(exc))
     ev = None
     try:
-        with item.config.stash[SUITE].impl().evidence() as ev:
+        with observe_work(item.config.stash[SUITE].impl()) as ev:
             item.stash[EVIDENCE] = ev
             try:
                 result = yield

@@ -26,16 +26,20 @@ import signal
 import threading
 from typing import Any, Callable, Iterator, Sequence
 
+from conformance.harness.evidence import observe
 from conformance.harness.implementation import Implementation, NotSupported
 
 MATCHES = "matches"
 GRAPH_BREAK = "graph break"
+#: A graph break that comes neither from a rule the implementation declares
+#: (``forced_graph_breaks()["gb_type"]``) nor from one of Dynamo's own, named reasons.
+UNDECLARED_BREAK = "undeclared graph break"
 FELL_BACK = "fell back"
 WRONG = "wrong"
 ERROR = "error"
 NOT_SUPPORTED = "not supported"
 #: Every verdict, in the order the table lists its rows (the ones a team acts on first).
-VERDICTS = (WRONG, ERROR, FELL_BACK, GRAPH_BREAK, NOT_SUPPORTED, MATCHES)
+VERDICTS = (WRONG, ERROR, UNDECLARED_BREAK, FELL_BACK, GRAPH_BREAK, NOT_SUPPORTED, MATCHES)
 
 #: The detail of a row whose run ended the process (no verdict came back).
 CRASHED = "the process running the row died (a crash such as a segmentation fault; no exception to report)"
@@ -178,7 +182,9 @@ def seed_for(entry: str, dtype: str) -> int:
 class Verdict:
     """One row of the table. ``detail``: the reason (break rule, fallback, exception, max error);
     ``sample``: the sample it concerns; ``samples``: samples compared; ``tolerance``: (rtol, atol)
-    and where it came from."""
+    and where it came from; ``ran``: what the suite's observer saw the compiled calls run
+    (:meth:`~conformance.harness.evidence.Evidence.kernels`: no ATen compute kernel, or which ops ran
+    as ATen kernels)."""
 
     entry: str
     dtype: str
@@ -187,6 +193,7 @@ class Verdict:
     sample: str = ""
     samples: int = 0
     tolerance: str = ""
+    ran: str = ""
     evidence: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
@@ -392,6 +399,55 @@ def _graph_breaks() -> dict[str, int]:
     return dict(counters["graph_break"])
 
 
+@functools.lru_cache(maxsize=1)
+def _dynamo_reasons() -> tuple[frozenset[str], tuple[Any, ...]]:
+    """The diagnostic types of Dynamo's own graph breaks (torch's graph-break registry): exact
+    names, and patterns for the few with a placeholder in them."""
+    import json
+    import re
+
+    import torch._dynamo
+
+    path = os.path.join(os.path.dirname(torch._dynamo.__file__), "graph_break_registry.json")
+    try:
+        with open(path, encoding="utf-8") as f:
+            registry = json.load(f)
+    except OSError:  # a torch without the registry: no break can be told to be Dynamo's own
+        return frozenset(), ()
+    names = {e["Gb_type"] for entries in registry.values() for e in entries if "Gb_type" in e}
+    exact = frozenset(n for n in names if "{" not in n)
+    patterns = tuple(re.compile(re.sub(r"\\\{[^}]*\\\}", ".*", re.escape(n)) + r"\Z") for n in names if "{" in n)
+    return exact, patterns
+
+
+def break_type(reason: str) -> str:
+    """The diagnostic type of a graph-break reason as Dynamo counts it (the text before its
+    ``Explanation:``)."""
+    return " ".join(reason.split("Explanation:", 1)[0].split())
+
+
+def undeclared_breaks(reasons: Sequence[str], declared: str | None) -> list[str]:
+    """Of the graph-break ``reasons``, those that come neither from the implementation's declared
+    rule (its ``gb_type``) nor from one of Dynamo's own reasons."""
+    exact, patterns = _dynamo_reasons()
+    out = []
+    for reason in reasons:
+        kind = break_type(reason)
+        if kind == declared or kind in exact or any(p.match(kind) for p in patterns):
+            continue
+        out.append(reason)
+    return out
+
+
+def _declared_gb_type(impl: Implementation) -> str | None:
+    from conformance.harness.implementation import forced_graph_break
+
+    try:
+        return str(forced_graph_break(impl, "gb_type"))
+    except NotSupported:
+        return None
+
+
 def one_op(op: Callable) -> Callable:
     """The function the lane compiles: a call of the entry's op and nothing else."""
 
@@ -422,7 +478,7 @@ def run_op(impl: Implementation, opinfo: Any, dtype_name: str, *, limit: int = M
     wrong: tuple[str, str] | None = None
     import torch._dynamo.config as dynamo_config
 
-    with impl.evidence() as ev, dynamo_config.patch(recompile_limit=max(8, 2 * limit), accumulated_recompile_limit=4096):
+    with observe(impl) as ev, dynamo_config.patch(recompile_limit=max(8, 2 * limit), accumulated_recompile_limit=4096):
         for index, sample in enumerate(samples):
             where = f"sample {index}: {describe_sample(sample)}"
             try:
@@ -450,18 +506,25 @@ def run_op(impl: Implementation, opinfo: Any, dtype_name: str, *, limit: int = M
             if why is not None and wrong is None:
                 wrong = (why, where)
     row.evidence = ev.refresh().as_dict()
+    row.ran = ev.kernels()
     if row.verdict == ERROR:
         return row
-    new_breaks = {k: v for k, v in _graph_breaks().items() if v > breaks_before.get(k, 0)}
+    new_breaks = [k for k, v in _graph_breaks().items() if v > breaks_before.get(k, 0)]
+    # every sample counts: a graph that reached the backend and ran eagerly in any call is a
+    # fallback, break or no break (a break only moves the op out of the graph)
+    short = ev.shortfall(require_compile=not new_breaks)
+    undeclared = undeclared_breaks(new_breaks, _declared_gb_type(impl)) if new_breaks else []
     if wrong is not None:
         row.verdict, (row.detail, row.sample) = WRONG, wrong
+    elif short is not None:
+        row.verdict, row.detail = FELL_BACK, short[:300]
+    elif undeclared:
+        rule = " ".join(undeclared[0].split())
+        row.verdict, row.detail = UNDECLARED_BREAK, ("from no rule the implementation declares "
+                                                     f"(forced_graph_breaks()['gb_type']) nor Dynamo's own: {rule}")[:300]
     elif new_breaks:
-        rule = " ".join(next(iter(new_breaks)).split())
+        rule = " ".join(new_breaks[0].split())
         row.verdict, row.detail = GRAPH_BREAK, rule[:300]
-    else:
-        short = ev.shortfall(require_compile=True)
-        if short is not None:
-            row.verdict, row.detail = FELL_BACK, short[:300]
     return row
 
 

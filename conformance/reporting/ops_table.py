@@ -40,8 +40,10 @@ _PACKAGE = Path(__file__).resolve().parent.parent
 _ROOT = _PACKAGE.parent
 DOCS = _ROOT / "docs" / "support"
 KNOWN = _PACKAGE / "expected" / "ops"
-_MARK = {"matches": "ok", "graph break": "break", "fell back": "fallback", "wrong": "WRONG", "error": "ERROR",
-         "not supported": "skip"}
+_MARK = {"matches": "ok", "graph break": "break", "undeclared graph break": "BREAK?", "fell back": "fallback",
+         "wrong": "WRONG", "error": "ERROR", "not supported": "skip"}
+#: The verdicts a team acts on.
+ACT_ON = ("wrong", "error", "undeclared graph break", "fell back")
 
 
 class OpsTableError(RuntimeError):
@@ -168,8 +170,8 @@ def render(table: dict[str, Any]) -> str:
     for v in VERDICTS:
         cells = [str(table["per_dtype"].get(d, {}).get(v, 0)) for d in DTYPES]
         lines.append(f"| {v} | " + " | ".join(cells) + f" | {table['counts'][v]} |")
-    act = [r for r in rows if r["verdict"] in ("wrong", "error", "fell back")]
-    lines += ["", "## Rows to act on (wrong, error, fell back)", ""]
+    act = [r for r in rows if r["verdict"] in ACT_ON]
+    lines += ["", "## Rows to act on (" + ", ".join(ACT_ON) + ")", ""]
     if act:
         lines += ["| entry | dtype | verdict | detail | sample | known cause |", "|---|---|---|---|---|---|"]
         for r in act:
@@ -177,6 +179,17 @@ def render(table: dict[str, Any]) -> str:
                          f"{_cell(r.get('known', ''))} |")
     else:
         lines.append("None.")
+    kernels = [r for r in rows if r.get("ran", "").startswith("ops run as ATen kernels") and r["verdict"] != "fell back"]
+    observed = sum(1 for r in rows if r.get("ran"))
+    if observed:
+        lines += ["", "## What the compiled calls ran", "",
+                  f"The suite's observer saw the compiled calls of {observed} rows: {observed - len(kernels)} ran "
+                  "no ATen compute kernel (or ran every compute op as one, and are *fell back* above); "
+                  f"{len(kernels)} compiled some ops and ran others as ATen kernels (a library call inside "
+                  "compiled code), listed here."]
+        if kernels:
+            lines += ["", "| entry | dtype | verdict | ran as ATen kernels |", "|---|---|---|---|"]
+            lines += [f"| {r['entry']} | {r['dtype']} | {r['verdict']} | {_cell(r['ran'])} |" for r in kernels]
     breaks = [r for r in rows if r["verdict"] == "graph break"]
     if breaks:
         lines += ["", "## Graph breaks (the op ran outside the compiled graph; its result matches eager)", "",

@@ -425,6 +425,69 @@ def float16_silently_runs_eagerly():
     home.compile_fx_graph = quietly_eager
 
 
+def _without_own_evidence() -> None:
+    """The reference adapter reports nothing of its own (as an adapter without evidence hooks
+    does): what the suite sees is only what its observer sees."""
+    from conformance.harness.implementation import Implementation
+
+    ReferenceImplementation.evidence = Implementation.evidence  # type: ignore[method-assign]
+
+
+_OBSERVED = (f"{_PARITY}::test_compiled_matches_eager[mlp]", "conformance/tests/test_ops.py::test_op_matches_eager[atanh-float32]",
+             "conformance/tests/test_training.py::test_sgd_training_matches_eager[mlp]",
+             f"{_CUSTOM_OPS}::test_a_custom_op_with_a_decomposition_that_compiles_stays_in_one_graph[composite_gelu]")
+
+
+@_mutant("execution evidence: what ran, seen without the adapter's help", _OBSERVED, r"fell back'?: ran eagerly")
+def every_graph_returned_unchanged():
+    """The backend hands every graph back unchanged (``return gm.forward``) and its adapter
+    reports no evidence of its own: parity with eager holds for every graph while nothing was
+    compiled, and only the suite's own observer can tell."""
+    home = _module(_SEAM)
+
+    @functools.wraps(home.compile_fx_graph)
+    def unchanged(gm, example_inputs, options, **kwargs):
+        return gm.forward
+
+    home.compile_fx_graph = unchanged
+    _without_own_evidence()
+
+
+@_mutant("execution evidence: every sample and graph, not only the first", _OBSERVED[:2], r"fell back'?: ran eagerly: graph")
+def every_other_graph_returned_unchanged():
+    """Every other graph the backend is handed is returned unchanged, the others compiled, and
+    the adapter reports no evidence of its own: some graphs of a test ran compiled, so a verdict
+    that asks only whether anything compiled passes it."""
+    home = _module(_SEAM)
+    compile_fx_graph = home.compile_fx_graph
+    handed = [0]
+
+    @functools.wraps(compile_fx_graph)
+    def alternate(gm, example_inputs, options, **kwargs):
+        handed[0] += 1
+        if handed[0] % 2 == 0:
+            return gm.forward
+        return compile_fx_graph(gm, example_inputs, options, **kwargs)
+
+    home.compile_fx_graph = alternate
+    _without_own_evidence()
+
+
+@_mutant("graph breaks: only by a declared rule", "conformance/tests/test_ops.py::test_op_matches_eager[median-float16]",
+         r"undeclared graph break")
+def breaks_match_no_declared_rule():
+    """The backend's forced breaks carry a diagnostic type it does not declare
+    (``forced_graph_breaks()`` still says ``Op not supported by the Neuron backend``): the op runs
+    eagerly by a rule nobody can look up."""
+    home = _module(_GRAPH_BREAKS)
+
+    def undeclared(decision, form):
+        home.graph_break(gb_type="Operator kept out of the graph", context=f"op={decision.op} ({form})",
+                         explanation=decision.reason, hints=[])
+
+    home._raise = undeclared
+
+
 # --- ATOM compilation ----------------------------------------------------------------------------
 
 

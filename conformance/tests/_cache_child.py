@@ -28,6 +28,7 @@ import traceback
 import warnings
 
 from conformance.harness import child
+from conformance.harness.evidence import observe
 from conformance.harness.warnings_given import warnings_given
 
 
@@ -47,7 +48,7 @@ def _attempt(impl, compiled, args) -> dict:
     import torch
 
     result: dict = {}
-    with warnings_given() as given, impl.evidence() as evidence:
+    with warnings_given() as given, observe(impl) as evidence:
         try:
             with torch.no_grad():
                 result["outputs"] = _flatten(compiled(*args))

@@ -9,6 +9,7 @@ import re
 import pytest
 import torch
 
+from conformance.harness.evidence import observe
 from conformance.harness.implementation import NotSupported, declared_variable, forced_graph_break, helper_api
 from conformance.harness.tolerances import assert_close
 from conformance.harness.warnings_given import warnings_given
@@ -193,7 +194,7 @@ def test_with_fallback_on_an_execution_failure_runs_the_original_graph_with_a_wa
     compiled = impl.backend().torch_compile(_fn)
     assert_close(compiled(x), _fn(x))
     impl.backend().fail_next_execution()
-    with warnings_given() as given, impl.evidence() as ev:
+    with warnings_given() as given, observe(impl) as ev:
         assert_close(compiled(x), _fn(x))
     assert any("eager" in m for m in given), given
     fallbacks = ev.refresh().fallbacks

@@ -23,6 +23,7 @@ import pytest
 import torch
 from torch.compiler._cache import CacheArtifactManager  # private: the probe's fresh artifact record
 
+from conformance.harness.evidence import observe
 from conformance.harness.implementation import (
     NotSupported,
     debug_artifacts,
@@ -765,13 +766,13 @@ def test_var_compile_only(impl, support, monkeypatch):
     api = _helper(impl, "compile_only")
     monkeypatch.setenv("TORCH_NEURONX_COMPILE_ONLY", "1")
     impl.backend().reset_graph_count()
-    with impl.evidence() as by_var_ev:
+    with observe(impl) as by_var_ev:
         _runs(impl.backend().torch_compile(_fn))
     by_var = impl.backend().graph_count()
     monkeypatch.delenv("TORCH_NEURONX_COMPILE_ONLY")
     impl.reset()
     impl.backend().reset_graph_count()
-    with api.compile_only(), impl.evidence() as by_ctx_ev:
+    with api.compile_only(), observe(impl) as by_ctx_ev:
         _runs(impl.backend().torch_compile(_fn))
     by_ctx = impl.backend().graph_count()
     # compiled, never run: runs of the compiled path, where the implementation reports them, stay 0

@@ -39,6 +39,10 @@ from conformance.harness.tolerances import tolerance
 hf = pytest.importorskip("neuron_fixtures.hf_models")
 pytest.importorskip("transformers", reason="the model lane needs the 'models' extra (make models)")
 
+# A model that matches eager proves something only when the implementation's compiled path ran:
+# a compiled call that ran its graph's ops as ATen kernels ends 'fell back: ran eagerly (...)'.
+pytestmark = pytest.mark.evidence
+
 #: (model, part) pairs run by ``make test``; the rest only with CONFORMANCE_MODELS=all.
 IN_MAKE_TEST = {("bert", "forward"), ("resnet", "forward"), ("convnext", "forward"), ("mixtral", "decode")}
 

@@ -3,10 +3,12 @@ bfloat16, int64 and bool where the entry supports them, compiled through the ada
 and compared with eager (conformance/harness/opinfo.py runs a row and gives its verdict).
 
 One test per (entry, dtype). Its outcome follows the verdict: *matches* and *graph break* (the op
-ran outside the compiled graph by one of the implementation's or Dynamo's rules, and its result
-still matches eager) pass; *wrong* and *error* fail; *fell back* ends ``fell back`` (the suite's
-outcome for work that silently left the compiled path); *not supported* (the adapter raised
-``NotSupported``, or OpInfo has no CPU sample) skips. A row listed in the implementation's
+ran outside the compiled graph by a rule the implementation declares or by one of Dynamo's own,
+named reasons, and its result still matches eager) pass; *wrong*, *error* and *undeclared graph
+break* (a break from no declared rule) fail; *fell back* ends ``fell back`` (the suite's outcome for
+work that left the compiled path: any sample whose compiled call ran every compute op of its graph
+as an ATen kernel, as the suite's observer saw it, or a fallback the implementation reported);
+*not supported* (the adapter raised ``NotSupported``, or OpInfo has no CPU sample) skips. A row listed in the implementation's
 known-rows file (``conformance/expected/ops/<impl>.txt``: ``entry dtype  # cause``) is an expected
 failure naming its cause, and a listed row that now matches fails until the line is removed.
 
@@ -104,7 +106,7 @@ def test_op_matches_eager(op_row: tuple[str, str], impl: Implementation, pytestc
         ops_table.record(suite.report_dir(), opinfo.Verdict(entry, dtype, opinfo.ERROR, opinfo.first_line(exc)))
         raise
     ops_table.record(suite.report_dir(), row)
-    bad = row.verdict in (opinfo.WRONG, opinfo.ERROR, opinfo.FELL_BACK)
+    bad = row.verdict in (opinfo.WRONG, opinfo.ERROR, opinfo.UNDECLARED_BREAK, opinfo.FELL_BACK)
     checked_in = ops_table.checked_in_verdict(impl, entry, dtype)
     if checked_in is not None and checked_in != row.verdict:
         pytest.fail(f"{entry} {dtype}: the checked-in table (docs/support/) says {checked_in!r}, this run "
