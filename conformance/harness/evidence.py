@@ -33,6 +33,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import dataclasses
+import functools
 import threading
 from typing import Any, Callable, Iterable, Iterator
 
@@ -198,34 +199,34 @@ def compute_name(func: Any) -> str | None:
     return None if name in BOOKKEEPING else name
 
 
-_recorder_type: type | None = None
-
-
 def _recorder(*, fake: bool = False) -> Any:
     """A dispatch mode that counts every op dispatched under it and runs it unchanged. By default
     it counts only ops on plain tensors (a backend that traces inside the call works on fake or
     functional tensors, which run nothing); ``fake=True`` counts those too (tracing a graph)."""
-    global _recorder_type
-    if _recorder_type is None:
-        from torch.utils._python_dispatch import TorchDispatchMode
+    return _recorder_class()(fake)
 
-        class KernelRecorder(TorchDispatchMode):
-            def __init__(self, fake: bool) -> None:
-                super().__init__()
-                self.fake = fake
-                self.ops: collections.Counter = collections.Counter()
 
-            @classmethod
-            def ignore_compile_internals(cls) -> bool:
-                return True  # Dynamo compiles as it would without the recorder
+@functools.lru_cache(maxsize=1)
+def _recorder_class() -> type:
+    """The recorder's class, made on first use (defining it needs torch)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
 
-            def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-                if self.fake or not types:
-                    self.ops[func] += 1
-                return func(*args, **(kwargs or {}))
+    class KernelRecorder(TorchDispatchMode):
+        def __init__(self, fake: bool) -> None:
+            super().__init__()
+            self.fake = fake
+            self.ops: collections.Counter = collections.Counter()
 
-        _recorder_type = KernelRecorder
-    return _recorder_type(fake)
+        @classmethod
+        def ignore_compile_internals(cls) -> bool:
+            return True  # Dynamo compiles as it would without the recorder
+
+        def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+            if self.fake or not types:
+                self.ops[func] += 1
+            return func(*args, **(kwargs or {}))
+
+    return KernelRecorder
 
 
 def op_name(func: Any) -> str | None:
@@ -289,13 +290,17 @@ class _Graph:
 
     def ran_all(self, ran: set[str], args: list[Any], grad: bool) -> frozenset[str] | None:
         """The graph's ops, in the first form all of whose ops ``ran`` holds (the call ran them
-        all as ATen kernels), else ``None``."""
+        all as ATen kernels), else ``None``. The decomposed forms are traced only when the call
+        ran ops the graph does not name (a decomposition's sign): a call that ran a subset of the
+        graph's own ops (a library ``mm`` inside compiled code) cannot match them."""
         for form in self.FORMS:
             if form not in self._ops:
                 self._ops[form] = graph_compute_ops(self.gm, args, grad=grad, decompose=form)
             own = self._ops[form]
             if own and own <= ran:
                 return own
+            if not form and own is not None and ran <= own:
+                return None
         return None
 
 

@@ -226,13 +226,16 @@ class Implementation:
         """A context manager observing a block of work; it yields an :class:`~conformance.harness.evidence.Evidence`
         that is complete when the block exits (``refresh()`` brings it up to date inside).
 
-        The default observes what every ``torch.compile`` backend allows (the graphs Dynamo hands
-        the backend named ``backend().names()["compile"]``, and the calls of the callables it
-        returned). An implementation that knows more reports it: graphs it compiled, graphs it
-        served from its cache, runs of its compiled path, and every graph that ran outside it
-        (eagerly or through another backend) with the reason. The suite passes a parity, dtype,
-        cache or API test only when that evidence shows the compiled path carried the work; the
-        outcome is otherwise ``fell back: <reason>``. See ``docs/adapter.md``."""
+        The suite puts its own observer on whatever this yields (``conformance.harness.evidence.observe``):
+        the graphs Dynamo hands the backend, the calls of the callables it returned, and the ATen
+        kernels each call ran, compared with the graph's compute ops. The default yields that
+        observation alone. An implementation that knows more reports it: graphs it compiled,
+        graphs it served from its cache, runs of its compiled path, and every graph that ran
+        outside it (eagerly or through another backend) with the reason; that adds detail and never
+        replaces the observation. The suite passes a parity, dtype, model, op, cache or API test
+        only when the evidence shows the compiled path carried the work; the outcome is otherwise
+        ``fell back: <reason>`` (``fell back: ran eagerly: graph 0/0 (add, mm)``). See
+        ``docs/adapter.md``."""
         try:
             names = [self.backend().names()["compile"]]
         except (NotSupported, KeyError):

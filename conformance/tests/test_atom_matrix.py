@@ -35,6 +35,8 @@ import time
 import pytest
 import torch
 
+from conformance.harness.evidence import observe_dynamo
+from conformance.harness.outcomes import FellBack
 from conformance.models import atom_graph_model as G
 
 SIZES = (1, 2, 4)
@@ -141,8 +143,9 @@ class _Cell:
     run of one test (the selfcheck's mutant runs) pays for one mode. ``cell["dynamo_graphs"]``
     makes every run first: it counts the Dynamo graphs of all of them."""
 
-    def __init__(self, atom, key, root: str):
+    def __init__(self, atom, key, root: str, evidence):
         self.atom, self.key, self.root = atom, key, root
+        self.evidence = evidence  # what the compiled calls of all its runs ran
         level, inductor = key
         self.graphs = _dynamo_graphs()
         self.cache = G.production_kv_cache(atom)
@@ -177,7 +180,10 @@ def cell(request, atom, tmp_path_factory):
     start = time.perf_counter()
     torch._dynamo.reset()
     root = str(tmp_path_factory.mktemp(f"atom_matrix_{CELL_IDS[request.param]}"))
-    yield _Cell(atom, request.param, root)
+    # what the compiled calls of every backend the cell uses ran (ATOM's own, Inductor, the pieces'),
+    # over all its runs: a compiled graph is shared by the modes that follow the first
+    with observe_dynamo() as evidence:
+        yield _Cell(atom, request.param, root, evidence)
     print(f"\natom matrix: cell {CELL_IDS[request.param]} took {time.perf_counter() - start:.1f} s")
 
 
@@ -190,6 +196,12 @@ def test_prefill_and_every_decode_match_eager(cell, mode, tbo):
     assert {bs: d for bs, d in seen["decode"].items() if not d <= ATOL} == {}, "batch size -> worst |diff|"
     if not tbo:
         assert seen["live"][0] <= ATOL
+    level = cell.key[0]
+    eager = cell.evidence.ran_eagerly()
+    if level >= 2 and eager is not None:
+        # levels 2 and 3 compile: a compiled call that ran its graph's ops as ATen kernels did not
+        # (level 1 is Dynamo with the eager backend by definition)
+        raise FellBack(f"level {level}: {eager}")
 
 
 def _expected_path(mode: str, bs: int, tbo: bool) -> dict:
