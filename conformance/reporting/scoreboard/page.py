@@ -95,11 +95,12 @@ def _cut(text: Any, limit: int = MESSAGE_LIMIT) -> str:
 
 
 def run_view(summary: dict[str, Any], index: int) -> dict[str, Any]:
-    """One run's contracts: counts per outcome per contract and its problems with their messages."""
+    """One run's contracts: counts per outcome per contract, its problems (failed, fell back, error,
+    xpassed) and its skips and known failures, each with its message."""
     problems: dict[str, list[dict[str, str]]] = {}
     skips: dict[str, list[dict[str, str]]] = {}
     for t in summary["tests"]:
-        bucket = problems if t["outcome"] in PROBLEMS else skips if t["outcome"] == "skipped" else None
+        bucket = problems if t["outcome"] in PROBLEMS else skips if t["outcome"] in ("skipped", "xfailed") else None
         if bucket is not None:
             bucket.setdefault(_contract(t["id"]), []).append(
                 {"id": t["id"], "outcome": t["outcome"], "message": _cut(t.get("message"))})

@@ -117,7 +117,10 @@
       (sel.dtypes.length < ops.dtypes.length ? " in " + sel.dtypes.map(function (d) { return ops.dtypes[d]; }).join(", ") : "") + ".";
   }
 
-  function detail(e) {
+  var DETAIL_COLUMNS = ["dtype", "verdict", "error or detail", "sample", "known cause", "evidence"];
+
+  // The entry's every cell, a table per implementation; the clicked cell's row is marked.
+  function detail(e, chosenImpl, chosenDtype) {
     var title = document.getElementById("op-detail-title");
     var bodyNode = document.getElementById("op-detail-body");
     title.textContent = ops.entries[e];
@@ -125,33 +128,30 @@
     impls.forEach(function (n) {
       var row = grid[e][n] || [];
       bodyNode.appendChild(el("h4", null, n));
-      var any = false;
-      ops.dtypes.forEach(function (_, d) {
-        var c = row[d];
-        if (!c) return;
-        any = true;
+      var cells = ops.dtypes.map(function (_, d) { return row[d]; }).filter(Boolean);
+      if (!cells.length) {
+        bodyNode.appendChild(el("p", { "class": "none" }, "no row for this entry"));
+        return;
+      }
+      var t = el("table", { "class": "row-detail" });
+      var head = el("tr");
+      DETAIL_COLUMNS.forEach(function (c) { head.appendChild(el("th", { scope: "col" }, c)); });
+      t.appendChild(el("thead")).appendChild(head);
+      var tbody = t.appendChild(el("tbody"));
+      cells.forEach(function (c) {
         var v = ops.verdicts[c[2]];
-        var dl = el("dl", { "class": "row-detail" });
-        function item(label, value, cls) {
-          if (value === "" || value === null || value === undefined) return;
-          dl.appendChild(el("dt", null, label));
-          var dd = el("dd", cls ? { "class": cls } : null);
-          dd.appendChild(el("span", null, value));
-          dl.appendChild(dd);
-        }
-        item("dtype", ops.dtypes[d]);
-        item("verdict", v);
-        item(v === "error" || v === "wrong" || v === "fell back" ? "error" : "detail", S[c[3]]);
-        item("sample", S[c[4]]);
-        item("known cause", S[c[5]]);
         var evidence = [];
-        if (c[7] !== null) evidence.push(c[7] + " sample(s) compared");
-        if (S[c[6]]) evidence.push("tolerance " + S[c[6]]);
+        if (c[7] !== null) evidence.push(c[7] + (c[7] === 1 ? " sample" : " samples"));
+        if (S[c[6]]) evidence.push(S[c[6]]);
         if (S[c[8]]) evidence.push(S[c[8]]);
-        item("evidence", evidence.join("; "));
-        bodyNode.appendChild(dl);
+        var chosen = n === chosenImpl && ops.dtypes[c[1]] === chosenDtype;
+        var tr = el("tr", chosen ? { "class": "chosen", "aria-current": "true" } : null);
+        tr.appendChild(el("th", { scope: "row" }, ops.dtypes[c[1]]));
+        tr.appendChild(el("td", { "class": "v-" + slug(v) }, v));
+        [S[c[3]], S[c[4]], S[c[5]], evidence.join("; ")].forEach(function (text) { tr.appendChild(el("td", null, text)); });
+        tbody.appendChild(tr);
       });
-      if (!any) bodyNode.appendChild(el("p", { "class": "none" }, "no row for this entry"));
+      bodyNode.appendChild(t);
     });
     if (typeof dialog.showModal === "function") dialog.showModal(); else dialog.setAttribute("open", "");
   }
@@ -160,7 +160,9 @@
     var tr = ev.target.closest("tbody tr");
     if (!tr) return;
     var button = tr.querySelector("button.entry");
-    detail(Number(button.getAttribute("data-entry-index")));
+    var cell = ev.target.closest("td.cell");
+    var dtype = cell ? table.tHead.rows[1].cells[cell.cellIndex - 1].textContent : null;
+    detail(Number(button.getAttribute("data-entry-index")), cell && cell.getAttribute("data-impl"), dtype);
   });
   document.getElementById("op-detail-close").addEventListener("click", function () { dialog.close(); });
   form.addEventListener("submit", function (ev) { ev.preventDefault(); });
