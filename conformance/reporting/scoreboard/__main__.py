@@ -16,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-from conformance.reporting.scoreboard import page, sources
+from conformance.reporting.scoreboard import sources
 
 _ROOT = Path(__file__).resolve().parents[3]
 
@@ -28,6 +28,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--history", type=Path, default=None, help="a directory of earlier runs' summary.json files")
     parser.add_argument("--out", type=Path, default=Path("reports") / "scoreboard", help="where index.html is written")
     args = parser.parse_args(argv)
+    try:
+        # Jinja2 is the scoreboard extra's, not the suite's: a suite installed alone lacks it
+        from conformance.reporting.scoreboard import page
+    except ModuleNotFoundError as exc:
+        if exc.name not in ("jinja2", "markupsafe"):
+            raise
+        print(f"scoreboard: {exc.name} is not installed; install the scoreboard extra "
+              "(pip install 'neuron-conformance[scoreboard]') or use `make scoreboard`", file=sys.stderr)
+        return 2
     start = time.perf_counter()
     try:
         inputs = sources.read(args.docs, args.reports, args.history)
