@@ -20,7 +20,10 @@ from conformance.reporting.scoreboard import page as scoreboard_page, sources
 
 pytestmark = pytest.mark.browser
 
-DOCS = Path(__file__).resolve().parents[2] / "docs" / "support"
+ROOT = Path(__file__).resolve().parents[2]
+DOCS = ROOT / "docs" / "support"
+#: What `make scoreboard` built from this checkout's reports (make scoreboard-test builds it first).
+BUILT_HERE = ROOT / "reports" / "scoreboard" / "index.html"
 #: Markup in report text: shown as text, it neither runs nor adds an element.
 PAYLOAD = '<script>window.injected = 1</script><img src="x" onerror="window.injected = 2">'
 IMPLS = ["reference", "inductor", "aot_eager"]
@@ -63,16 +66,32 @@ def built(tmp_path_factory) -> dict:
     return {"url": index.as_uri(), "data": data, "broken": str(broken / "summary.json")}
 
 
-@pytest.fixture
-def opened(page: Page, built: dict):
+def _watch(page: Page) -> list[str]:
     problems: list[str] = []
     page.on("console", lambda m: problems.append(f"console {m.type}: {m.text}") if m.type == "error" else None)
     page.on("pageerror", lambda exc: problems.append(f"uncaught: {exc}"))
     page.on("dialog", lambda d: (problems.append(f"a {d.type} dialog opened: {d.message}"), d.dismiss()))
+    return problems
+
+
+@pytest.fixture
+def opened(page: Page, built: dict):
+    problems = _watch(page)
     page.goto(built["url"])
     expect(page.locator("#ops-status")).to_contain_text("Showing")
     yield page
     assert page.evaluate("window.injected") is None, "report text ran as markup"
+    assert problems == []
+
+
+@pytest.mark.skipif(not BUILT_HERE.is_file(), reason=f"{BUILT_HERE} not built (make scoreboard-test builds it first)")
+def test_the_page_built_from_this_checkout_opens_without_errors(page: Page):
+    problems = _watch(page)
+    page.goto(BUILT_HERE.as_uri())
+    expect(page.locator("#ops-status")).to_contain_text("Showing")
+    assert page.locator("#overview thead th.impl").all_inner_texts()[:3] == IMPLS
+    page.locator("#ops-table tbody tr").first.click()
+    expect(page.locator("#op-detail")).to_be_visible()
     assert problems == []
 
 
