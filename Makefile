@@ -195,6 +195,8 @@ SB_PY := $(SB_VENV)/bin/python
 SB_STAMP := $(SB_VENV)/.installed
 SB_TEST_STAMP := $(SB_VENV)/.installed-test
 SCOREBOARD_HISTORY ?=
+# where runs leave <impl>/<lane>/summary.json: the lanes' reports and make suite-alone's
+SCOREBOARD_REPORTS ?= reports reports/suite-alone
 $(SB_STAMP): pyproject.toml
 	test -x $(SB_PY) || $(PYTHON) -m venv $(SB_VENV)
 	$(PYTHON) scripts/extra_requirements.py scoreboard > $(SB_VENV)/requirements.txt
@@ -205,7 +207,8 @@ $(SB_TEST_STAMP): $(SB_STAMP)
 	$(SB_PY) -m pip install --quiet --disable-pip-version-check -r $(SB_VENV)/requirements-test.txt
 	touch $@
 scoreboard: $(SB_STAMP)
-	$(SB_PY) -m conformance.reporting.scoreboard $(if $(SCOREBOARD_HISTORY),--history $(SCOREBOARD_HISTORY),)
+	$(SB_PY) -m conformance.reporting.scoreboard $(foreach d,$(SCOREBOARD_REPORTS),--reports $(d)) \
+		$(if $(SCOREBOARD_HISTORY),--history $(SCOREBOARD_HISTORY),)
 scoreboard-test: $(SB_TEST_STAMP) scoreboard
 	@command -v chromium >/dev/null || command -v chromium-browser >/dev/null || command -v google-chrome >/dev/null || { \
 		sudo=$$([ "$$(id -u)" = 0 ] || echo sudo); \

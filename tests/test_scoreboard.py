@@ -158,3 +158,16 @@ def test_the_checked_in_tables_make_a_page_of_three_op_tables(tmp_path):
 def test_a_missing_docs_directory_is_an_error_naming_it(tmp_path):
     with pytest.raises(sources.ScoreboardInputError, match=re.escape(str(tmp_path / "nowhere"))):
         sources.read(tmp_path / "nowhere", None)
+
+
+def test_runs_are_read_from_every_reports_directory_and_a_second_of_one_lane_is_skipped(tree, tmp_path):
+    alone = tmp_path / "reports" / "suite-alone"
+    (alone / "aot_eager" / "default").mkdir(parents=True)
+    (alone / "aot_eager" / "default" / "summary.json").write_text(json.dumps(summary(impl="aot_eager")))
+    again = tmp_path / "elsewhere" / "reference" / "default" / "summary.json"
+    again.parent.mkdir(parents=True)
+    again.write_text(json.dumps(summary()))
+    inputs = sources.read(tree["docs"], [tree["reports"], alone, tmp_path / "elsewhere", tmp_path / "absent"])
+    assert [(r["implementation"], r["lane"]) for r in inputs.runs] == [("reference", "default"), ("aot_eager", "default")]
+    assert inputs.skipped == [(str(again), "a second summary of reference, lane default (the first one found is shown)")]
+    assert inputs.implementations() == ["reference", "inductor", "aot_eager"]

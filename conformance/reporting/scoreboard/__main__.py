@@ -4,6 +4,7 @@
 
     python -m conformance.reporting.scoreboard                     # docs/support/ and reports/*/*/summary.json
     python -m conformance.reporting.scoreboard --history DIR       # and earlier runs' summary.json files
+    python -m conformance.reporting.scoreboard --reports reports --reports reports/suite-alone
 
 Runs nothing: it reads the checked-in tables and whatever reports are on disk. Each input it leaves
 out (malformed, or not a conformance report) is named on stderr with the reason.
@@ -24,7 +25,8 @@ _ROOT = Path(__file__).resolve().parents[3]
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m conformance.reporting.scoreboard", description=__doc__.split("\n\n")[0])
     parser.add_argument("--docs", type=Path, default=_ROOT / "docs" / "support", help="the checked-in tables (docs/support/)")
-    parser.add_argument("--reports", type=Path, default=Path("reports"), help="read <impl>/<lane>/summary.json below it")
+    parser.add_argument("--reports", type=Path, action="append", default=None,
+                        help="read <impl>/<lane>/summary.json below it (repeatable; default reports/)")
     parser.add_argument("--history", type=Path, default=None, help="a directory of earlier runs' summary.json files")
     parser.add_argument("--out", type=Path, default=Path("reports") / "scoreboard", help="where index.html is written")
     args = parser.parse_args(argv)
@@ -39,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     start = time.perf_counter()
     try:
-        inputs = sources.read(args.docs, args.reports, args.history)
+        inputs = sources.read(args.docs, args.reports or [Path("reports")], args.history)
     except sources.ScoreboardInputError as exc:
         print(f"scoreboard: {exc}", file=sys.stderr)
         return 2

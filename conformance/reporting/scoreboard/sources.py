@@ -59,9 +59,10 @@ class Inputs:
         return known + sorted(names - set(known))
 
 
-def read(docs: Path, reports: Path | None, history: Path | None = None) -> Inputs:
-    """The inputs under ``docs`` (the checked-in tables), ``reports`` (``<impl>/<lane>/summary.json``;
-    may be absent: a fresh clone has run nothing) and ``history`` (any ``*.json`` below it).
+def read(docs: Path, reports: Path | list[Path] | None, history: Path | None = None) -> Inputs:
+    """The inputs under ``docs`` (the checked-in tables), each directory of ``reports``
+    (``<impl>/<lane>/summary.json`` below it; one that does not exist is passed over: a fresh clone
+    has run nothing) and ``history`` (any ``*.json`` below it).
 
     Raises :class:`ScoreboardInputError` when ``docs`` or a given ``history`` is not a directory."""
     if not Path(docs).is_dir():
@@ -85,17 +86,17 @@ def read(docs: Path, reports: Path | None, history: Path | None = None) -> Input
             out.support[name] = rows
             out.support_sources[name] = str(path)
     seen: set[tuple[str, str]] = set()
-    if reports is not None and Path(reports).is_dir():
-        for path in sorted(Path(reports).glob("*/*/summary.json")):
-            summary = _summary(path, out)
-            if summary is None:
-                continue
-            key = (summary["implementation"], summary["lane"])
-            if key in seen:
-                out.skipped.append((str(path), f"a second summary of {key[0]}, lane {key[1]} (the first one found is shown)"))
-                continue
-            seen.add(key)
-            out.runs.append(summary)
+    report_dirs = [] if reports is None else [reports] if isinstance(reports, (str, Path)) else list(reports)
+    for path in (p for d in report_dirs if Path(d).is_dir() for p in sorted(Path(d).glob("*/*/summary.json"))):
+        summary = _summary(path, out)
+        if summary is None:
+            continue
+        key = (summary["implementation"], summary["lane"])
+        if key in seen:
+            out.skipped.append((str(path), f"a second summary of {key[0]}, lane {key[1]} (the first one found is shown)"))
+            continue
+        seen.add(key)
+        out.runs.append(summary)
     if history is not None:
         for path in sorted(Path(history).rglob("*.json")):
             summary = _summary(path, out)
