@@ -171,7 +171,7 @@ def history_data(inputs: Inputs) -> list[dict[str, Any]]:
     now in reports/, each run once), with the bars of a small stacked chart."""
     seen, series = set(), {}
     for s in inputs.history + inputs.runs:
-        key = (s["implementation"], s["lane"], str(s.get("started", "")), s["_source"] if not s.get("started") else "")
+        key = (s["implementation"], s["lane"], str(s.get("started") or s["_source"]))
         if key in seen:
             continue
         seen.add(key)
