@@ -171,3 +171,13 @@ def test_runs_are_read_from_every_reports_directory_and_a_second_of_one_lane_is_
     assert [(r["implementation"], r["lane"]) for r in inputs.runs] == [("reference", "default"), ("aot_eager", "default")]
     assert inputs.skipped == [(str(again), "a second summary of reference, lane default (the first one found is shown)")]
     assert inputs.implementations() == ["reference", "inductor", "aot_eager"]
+
+
+def test_what_the_compiled_calls_ran_is_a_rows_evidence(tree):
+    table = op_table("aot_eager", [("add", "float32", "undeclared graph break")])
+    table["rows"][0]["ran"] = "ops run as ATen kernels: aten.add.Tensor"
+    (tree["docs"] / "aot_eager-ops.json").write_text(json.dumps(table))
+    ops = page.shape(sources.read(tree["docs"], None))["ops"]
+    (cell,) = ops["impls"]["aot_eager"]["cells"]
+    assert ops["verdicts"][cell[2]] == "undeclared graph break" and ops["abbr"]["undeclared graph break"] == "brk?"
+    assert ops["strings"][cell[8]] == "ops run as ATen kernels: aten.add.Tensor"

@@ -35,8 +35,8 @@ PROBLEMS = ("failed", "fell back", "error", "xpassed")
 MESSAGE_LIMIT = 4000
 SUPPORT_STATUSES = ("Supported", "Partial", "Unsupported", "Unknown")
 #: What a cell of the op grid reads (its colour says the same, for those who see colours).
-VERDICT_ABBR = {"matches": "ok", "graph break": "brk", "fell back": "fb", "wrong": "WRONG", "error": "ERR",
-                "not supported": "n/s"}
+VERDICT_ABBR = {"matches": "ok", "graph break": "brk", "undeclared graph break": "brk?", "fell back": "fb",
+                "wrong": "WRONG", "error": "ERR", "not supported": "n/s"}
 
 
 class _Strings:
@@ -61,7 +61,7 @@ def _ordered(known: tuple[str, ...], found) -> list[str]:
 
 def ops_data(inputs: Inputs, impls: list[str]) -> dict[str, Any]:
     """The op grid: entries, dtypes, verdicts, and per implementation its counts and its cells, each
-    ``[entry, dtype, verdict, detail, sample, known cause, tolerance, samples, evidence]`` (the first
+    ``[entry, dtype, verdict, detail, sample, known cause, tolerance, samples, what ran]`` (the first
     three and the texts as indexes into ``entries``, ``dtypes``, ``verdicts`` and ``strings``)."""
     strings = _Strings()
     tables = {name: inputs.ops[name] for name in impls if name in inputs.ops}
@@ -74,11 +74,13 @@ def ops_data(inputs: Inputs, impls: list[str]) -> dict[str, Any]:
     for name, table in tables.items():
         cells = []
         for r in table["rows"]:
-            evidence = r.get("evidence")
+            # what the suite's observer saw the compiled calls run (a table of the op lane), or a
+            # run's own evidence record
+            evidence = r.get("ran") or r.get("evidence")
             cells.append([e_at[r["entry"]], d_at[r["dtype"]], v_at[r["verdict"]], strings(r.get("detail")),
                           strings(r.get("sample")), strings(r.get("known")), strings(r.get("tolerance")),
                           r.get("samples") if isinstance(r.get("samples"), int) else None,
-                          strings(json.dumps(evidence, sort_keys=True) if evidence not in (None, "", {}) else "")])
+                          strings(evidence if isinstance(evidence, str) else json.dumps(evidence, sort_keys=True) if evidence else "")])
         out[name] = {"source": inputs.ops_sources.get(name, ""), "partial": str(table.get("partial") or ""),
                      "counts": {v: sum(1 for c in cells if verdicts[c[2]] == v) for v in verdicts}, "cells": cells}
     return {"entries": entries, "dtypes": dtypes, "verdicts": verdicts, "strings": strings.items, "impls": out,
