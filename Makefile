@@ -22,14 +22,14 @@ IMPL_ARG := $(if $(IMPL),--conformance-impl $(IMPL),)
 BASE ?= main
 comma := ,
 
-.PHONY: all venv conformance test coverage test-group test-combine checks durations slow strict selfcheck bench snapshot-review models ops ops-docs ops-drift optable support-docs support-drift lint-workflows suite-alone clean
+.PHONY: all venv conformance test coverage test-group test-combine checks durations slow strict selfcheck bench snapshot-review models ops ops-docs ops-drift optable support-docs support-drift lint-workflows suite-alone scoreboard scoreboard-test clean
 
 all: test
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check torch==2.13.0 uv==0.13.9
-	$(VENV)/bin/uv pip install --quiet --python $(PY) --compile-bytecode -e '.[reference,test,models,cluster]'
+	$(VENV)/bin/uv pip install --quiet --python $(PY) --compile-bytecode -e '.[reference,test,models,cluster,scoreboard]'
 	touch $(STAMP)
 
 venv: $(STAMP)
@@ -181,6 +181,41 @@ $(SUITE_STAMP): pyproject.toml
 suite-alone: $(SUITE_STAMP)
 	$(SUITE_PY) scripts/suite_alone.py -n $(JOBS)
 
+# The scoreboard (docs/scoreboard.md): one static page, reports/scoreboard/index.html, that sets every
+# implementation's contracts, op x dtype table, seed statements and support matrix side by side; made
+# from the checked-in tables in docs/support/ and whatever reports/<impl>/<lane>/summary.json are
+# present, running nothing. SCOREBOARD_HISTORY=DIR adds earlier runs' summary.json files (a chart of
+# each implementation's totals per run). Its own small environment, .venv-scoreboard, with the
+# scoreboard extra only (Jinja2, no torch), so a fresh clone builds the page in seconds.
+# `make scoreboard-test` is its browser test (tests/browser/, not part of make test): the
+# scoreboard-test extra (pytest, Playwright, pytest-playwright, axe) in the same environment, and
+# Debian's chromium package when no Chromium or Chrome is installed (apt-get, with sudo when not root).
+SB_VENV ?= .venv-scoreboard
+SB_PY := $(SB_VENV)/bin/python
+SB_STAMP := $(SB_VENV)/.installed
+SB_TEST_STAMP := $(SB_VENV)/.installed-test
+SCOREBOARD_HISTORY ?=
+# where runs leave <impl>/<lane>/summary.json: the lanes' reports and make suite-alone's
+SCOREBOARD_REPORTS ?= reports reports/suite-alone
+$(SB_STAMP): pyproject.toml
+	test -x $(SB_PY) || $(PYTHON) -m venv $(SB_VENV)
+	$(PYTHON) scripts/extra_requirements.py scoreboard > $(SB_VENV)/requirements.txt
+	$(SB_PY) -m pip install --quiet --disable-pip-version-check -r $(SB_VENV)/requirements.txt
+	touch $@
+$(SB_TEST_STAMP): $(SB_STAMP)
+	$(PYTHON) scripts/extra_requirements.py scoreboard scoreboard-test > $(SB_VENV)/requirements-test.txt
+	$(SB_PY) -m pip install --quiet --disable-pip-version-check -r $(SB_VENV)/requirements-test.txt
+	touch $@
+scoreboard: $(SB_STAMP)
+	$(SB_PY) -m conformance.reporting.scoreboard $(foreach d,$(SCOREBOARD_REPORTS),--reports $(d)) \
+		$(if $(SCOREBOARD_HISTORY),--history $(SCOREBOARD_HISTORY),)
+scoreboard-test: $(SB_TEST_STAMP) scoreboard
+	@command -v chromium >/dev/null || command -v chromium-browser >/dev/null || command -v google-chrome >/dev/null || { \
+		sudo=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+		echo "scoreboard-test: installing Debian's chromium package"; \
+		$$sudo apt-get update -q && $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium; }
+	$(SB_PY) -m pytest tests/browser -o addopts= -p no:cacheprovider -q -rs
+
 # Regenerate the checked-in op table (reference/lowering/optable.json) from the installed tools.
 optable: $(STAMP)
 	$(PY) -c "import sys; from reference.lowering.optable import main; sys.exit(main(['--write']))"
@@ -197,5 +232,5 @@ bench: $(STAMP)
 	$(PY) -m benchmarks --repeat $(REPEAT) $(BENCH)
 
 clean:
-	rm -rf $(VENV) $(SUITE_VENV) $(TOOLS) reports/reference reports/bench reports/selfcheck reports/selfcheck.md \
+	rm -rf $(VENV) $(SUITE_VENV) $(SB_VENV) $(TOOLS) reports/scoreboard reports/reference reports/bench reports/selfcheck reports/selfcheck.md \
 		reports/snapshot-review.md reports/snapshot-review.html .pytest_cache .hypothesis
