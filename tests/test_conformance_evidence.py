@@ -90,9 +90,11 @@ def test_every_call_and_graph_counts_not_only_the_first():
     assert ev.shortfall(require_compile=True).startswith("ran eagerly: graph 1/0 (mul, sum)")
 
 
-def test_a_graph_of_views_only_is_judged_by_its_views():
+def test_a_graph_of_views_only_is_not_judged():
+    # its outputs alias its inputs: any implementation returns them as views of the inputs
     ev, _ = _observe(lambda x: x.t().unsqueeze(0), unchanged, (X,))
-    assert ev.eager and set(ev.eager[0]["ops"]) == {"t", "unsqueeze"}
+    assert ev.calls == 1 and ev.eager == [] and ev.aten == []
+    assert ev.shortfall(require_compile=True) is None
 
 
 def test_the_reference_runs_no_aten_compute_kernel():

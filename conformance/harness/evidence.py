@@ -229,21 +229,12 @@ def _recorder_class() -> type:
     return KernelRecorder
 
 
-def op_name(func: Any) -> str | None:
-    """:func:`compute_name`, views included: what a graph without compute ops is judged by."""
-    if getattr(func, "namespace", "aten") in ("aten", "prims") and getattr(func, "is_view", False):
-        return func._schema.name.split("::", 1)[-1]
-    return compute_name(func)
-
-
 def graph_compute_ops(gm: Any, args: list[Any], *, grad: bool, decompose: str = "") -> frozenset[str] | None:
     """The compute ops (:func:`compute_name`) of the FX graph ``gm`` called with ``args``, traced
     once on fake copies of them. ``decompose``: ``""``, the ops as the graph calls them (what
     ``gm.forward`` runs); ``"aot"``, as AOT Autograd traces them (its own decompositions, e.g.
-    ``upsample_trilinear3d`` into indexing); ``"core"``, decomposed to torch's core ATen set. A
-    graph that computes nothing (only views: a split, a transpose) gives its view ops instead, so
-    that a call which ran them as ATen kernels can still be told from one that did not. ``None``
-    when the graph cannot be traced (an op without a fake kernel, a data-dependent shape)."""
+    ``upsample_trilinear3d`` into indexing); ``"core"``, decomposed to torch's core ATen set.
+    ``None`` when the graph cannot be traced (an op without a fake kernel, a data-dependent shape)."""
     import torch
     from torch._subclasses.fake_tensor import FakeTensorMode
 
@@ -269,8 +260,7 @@ def graph_compute_ops(gm: Any, args: list[Any], *, grad: bool, decompose: str = 
             with mode, rec, torch.set_grad_enabled(grad):
                 gm(*fake)
             funcs = list(rec.ops)
-        ops = frozenset(n for n in map(compute_name, funcs) if n is not None)
-        return ops or frozenset(n for n in map(op_name, funcs) if n is not None)
+        return frozenset(n for n in map(compute_name, funcs) if n is not None)
 
     try:
         return torch._dynamo.disable(trace)()
@@ -318,15 +308,15 @@ def _judge(graph: _Graph, kernels: collections.Counter, args: list[Any], grad: b
     ran = {n for n in map(compute_name, kernels) if n is not None}
     for ev in observers:
         ev.calls += 1
-    # a graph of views only is judged by its views
-    seen = ran or {n for n in map(op_name, kernels) if n is not None}
-    if not seen:
+    if not ran:
         return
-    own = graph.ran_all(seen, args, grad)
+    # a graph without compute ops (views only: a split, a transpose) is never judged eager: its
+    # outputs alias its inputs, and any implementation returns them as views
+    own = graph.ran_all(ran, args, grad)
     for ev in observers:
         if own is not None:
             _note(ev.eager, graph.label, own)
-        elif ran:
+        else:
             _note(ev.aten, graph.label, ran)
 
 
