@@ -488,6 +488,16 @@ def breaks_match_no_declared_rule():
     home._raise = undeclared
 
 
+@_mutant("execution evidence: ATOM's pieces compiled",
+         "conformance/tests/test_atom_matrix.py::test_prefill_and_every_decode_match_eager[L3-own-NONE-plain]",
+         r"fell back: level 3: ran eagerly")
+def atom_pieces_left_uncompiled():
+    """ATOM's reference piece compiler hands every piece back unchanged: level 3 splits the graph
+    and records its steps, every logit matches eager, and no piece was compiled."""
+    adaptor = _module("reference.atom.compiler_interface").ReferenceAdaptor
+    adaptor._compile = lambda self, graph, example_inputs, compiler_args, runtime_shape: graph.forward
+
+
 # --- ATOM compilation ----------------------------------------------------------------------------
 
 
