@@ -89,3 +89,24 @@ def test_at_edges_redraws_the_rows_dtype_only_and_keeps_shapes():
     redrawn = E.at_edges(ints, "int64", "int64", seed=1)
     assert torch.equal(redrawn.args[0], ints.args[0]) and redrawn.input.shape == (3,)
     assert E.at_edges(ints, "bool", "bool", seed=1) is None
+
+
+def test_the_op_table_shows_the_edge_variant_beside_the_rows_verdicts(tmp_path):
+    import json
+
+    from conformance.harness.opinfo import Verdict
+    from conformance.reporting import ops_table
+
+    ops_table.record(tmp_path, Verdict("abs", "float32", "matches"))
+    ops_table.record(tmp_path, Verdict("exp", "bfloat16", "matches"))
+    ops_table.record(tmp_path, Verdict("abs", "float32", "matches"), "edges")
+    ops_table.record(tmp_path, Verdict("exp", "bfloat16", "wrong", "2 of 9 elements differ", "sample 0"), "edges")
+    table = ops_table.write(tmp_path, "reference")
+    rows = {(r["entry"], r["dtype"]): r for r in json.loads((tmp_path / "ops.json").read_text())["rows"]}
+    assert rows[("abs", "float32")]["edges"] == "matches" and rows[("exp", "bfloat16")]["edges"] == "wrong"
+    assert table["edges"]["counts"]["wrong"] == 1 and table["counts"]["wrong"] == 0
+    text = (tmp_path / "ops.md").read_text()
+    assert "## At the edges of each dtype" in text
+    assert "| exp | bfloat16 | matches | wrong | 2 of 9 elements differ | sample 0 |" in text
+    ops_table.main(["--report-dir", str(tmp_path), "--clear"])
+    assert not (tmp_path / "op-verdicts-edges").exists()

@@ -243,3 +243,11 @@ def _with(sample: Any, input: Any, args: Any, kwargs: dict) -> Any:
     out = copy.copy(sample)
     out.input, out.args, out.kwargs = input, tuple(args), dict(kwargs)
     return out
+
+
+def edge_samples(samples: list[Any], dtype: str, seed: int) -> list[Any]:
+    """The op lane's edge variant of a row: each sample re-drawn by :func:`at_edges` at the edges
+    of ``dtype`` as the implementation declares computing it; empty for a dtype without edges."""
+    computed = POLICY.precision.computed_as(dtype)
+    out = [at_edges(s, dtype, computed, seed + i) for i, s in enumerate(samples)]
+    return [s for s in out if s is not None]
