@@ -34,6 +34,14 @@ def test_a_declaration_naming_no_torch_dtype_is_an_error_naming_the_adapters_met
     assert declared_precision(_Declares(declared)) is declared
 
 
+def test_the_summary_reports_a_precision_that_cannot_be_read_instead_of_raising_again():
+    from conformance.reporting.report import _precision
+
+    text = _precision(_Declares(lambda: Precision(computes={"float64": "fp32"})))
+    assert text.startswith("not declared: _Declares.precision() failed (ValueError: ") and "'fp32'" in text
+    assert _precision(_Declares(Precision())) == "every float dtype computed as itself"
+
+
 def test_a_dtype_computed_in_a_narrower_one_is_held_at_the_narrower_ones_edges():
     own = {e.id for e in E.edges_for("float64", "float64")}
     narrowed = E.edges_for("float64", "float32")
