@@ -172,8 +172,9 @@ def test_each_float_dtype_is_computed_as_declared(impl, dtype: str):
     assert_close(actual, _kept(x, y), what=f"{dtype} (x + y) - x with x = {a:g}, y about {b:g}")
 
 
-def _affine(x):
-    return x * 2.0 + 1.0
+def _product(x):
+    """A matmul and an elementwise tail: what a change confined to matmuls (TF32, autocast) reaches too."""
+    return (x @ x.transpose(0, 1)) * 0.5 + 1.0
 
 
 def _named(message: str, dtype: str) -> bool:
@@ -190,8 +191,8 @@ def test_a_declared_precision_change_is_announced_when_it_happens(impl, changed:
     x = torch.linspace(-2.0, 2.0, 12, dtype=torch.float64).reshape(3, 4).to(getattr(torch, caller))
     with warnings_given() as given:
         with torch.no_grad():
-            actual = impl.compile(_affine, fullgraph=True)(x)
-    assert_close(actual, _affine(x), what=f"{caller} graph")
+            actual = impl.compile(_product, fullgraph=True)(x)
+    assert_close(actual, _product(x), what=f"{caller} graph")
     said = [m for m in given if _named(m, caller) and _named(m, computed)]
     assert said, (f"precision() declares {caller} computed as {computed}, but a {caller} graph compiled and ran "
                   f"without a warning naming both (warnings given: {given or 'none'}); warn, or log at WARNING, "
