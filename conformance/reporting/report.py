@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from conformance.harness import env
+from conformance.harness.not_supported import NotSupported
 from conformance.reporting import models_report, spec_coverage as _spec, support as _support
 from conformance.harness.outcomes import FELL_BACK
 
@@ -88,7 +89,7 @@ def _precision(impl) -> str:
     while the reports are written."""
     try:
         return impl.precision().describe()
-    except Exception as exc:  # noqa: BLE001 - any failure of the adapter's method
+    except (Exception, NotSupported) as exc:  # noqa: BLE001 - any failure of the adapter's method
         return f"not declared: {type(impl).__qualname__}.precision() failed ({type(exc).__name__}: {exc})"
 
 
