@@ -841,6 +841,18 @@ def float64_narrowed_silently():
     serving.float64_policy = silent
 
 
+@_mutant("precision changes are declared",
+         f"{_NUMERICS}::test_each_float_dtype_is_computed_as_declared[float64]", r"undeclared loss of precision")
+def float64_narrowed_undeclared():
+    """float64 graphs are computed in float32 with neither the declaration (``precision()`` says
+    every dtype is computed as itself) nor the warning: a backend that does not know it narrows."""
+    from conformance.adapters import reference as adapter
+    from conformance.harness.precision import Precision
+
+    MUTANTS["float64_narrowed_silently"].patch()
+    adapter.PRECISION = Precision()
+
+
 class MutantImplementation(ReferenceImplementation):
     #: a mutant is checked against the reference's goldens
     snapshots_of = "reference"
