@@ -149,7 +149,8 @@ models: $(STAMP)
 # table to docs/support/<impl>-ops.{md,json}; `make ops-drift` runs the lane fresh as another machine
 # would and fails on any row whose verdict differs from that copy (its own target: the full lane
 # takes tens of minutes on 2 cores, too long for make test, which checks its sampled rows against
-# the copy instead).
+# the copy instead). CONFORMANCE_OPS_EDGES=1 also runs the edge variant (each row's samples again,
+# at the edges of its dtype; conformance/tests/test_ops_edges.py), shown beside the verdicts.
 OPS_DTYPES ?=
 OPS_SPEC := $(if $(IMPL),--spec $(IMPL),)
 # The reference's compile caches live across runs here, so a second `make ops` is served from them
@@ -158,8 +159,8 @@ OPS_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/neuron-conformance/ops
 ops: $(STAMP)
 	$(PY) -m conformance.reporting.ops_table $(OPS_SPEC) --clear
 	CONFORMANCE_OPS=all$(if $(OPS_DTYPES),$(comma)$(OPS_DTYPES),) TORCH_NEURONX_NEFF_CACHE_DIR=$(OPS_CACHE)/neff \
-	TORCH_NEURONX_HLO_CACHE_DIR=$(OPS_CACHE)/hlo $(PYTEST) conformance/tests/test_ops.py -q \
-		-n $(JOBS) $(IMPL_ARG) --conformance-lane ops; \
+	TORCH_NEURONX_HLO_CACHE_DIR=$(OPS_CACHE)/hlo $(PYTEST) conformance/tests/test_ops.py \
+		conformance/tests/test_ops_edges.py -q -n $(JOBS) $(IMPL_ARG) --conformance-lane ops; \
 	status=$$?; $(PY) -m conformance.reporting.ops_table $(OPS_SPEC); exit $$status
 ops-docs: $(STAMP)
 	$(PY) -m conformance.reporting.ops_table $(OPS_SPEC) --docs

@@ -361,3 +361,24 @@ def test_a_shared_fixture_that_fails_is_reported_once_and_its_dependents_skip_na
     first = bad[0]["id"]
     assert all(t["message"] == f"not run: the shared fixture 'hlos' failed in {first} (reported there): "
                                "RuntimeError: the lowering crashed on purpose" for t in skipped), skipped
+
+
+def test_a_declared_precision_that_is_not_a_torch_dtype_is_a_collection_error_naming_the_method(tmp_path):
+    (tmp_path / "fakeprecision.py").write_text(textwrap.dedent("""\
+        from conformance import Implementation
+        from conformance.harness.precision import Precision
+
+        class Fake(Implementation):
+            name = "fake"
+
+            def precision(self):
+                return Precision(computes={"float64": "fp32"})
+
+        def make():
+            return Fake()
+        """))
+    proc = _run(tmp_path, "--conformance-impl", "fakeprecision:make", "--collect-only", "--pyargs", "conformance.tests.test_numerics")
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == pytest.ExitCode.INTERRUPTED, out
+    assert "ERROR collecting" in out and "test_numerics" in out, out
+    assert "fakeprecision.Fake.precision()" in out and "'fp32' is not the name of a torch float dtype" in out, out

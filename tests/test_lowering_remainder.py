@@ -5,6 +5,8 @@ prober's path)."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
@@ -25,8 +27,10 @@ def prober():
         (optable.sample_inputs()[0], 2), (X_FLOAT, 2), (X_FLOAT, -3), (X_FLOAT, 2.5), (X_INT, 3), (X_INT, -3),
         (X_FLOAT, torch.tensor([3.0, -3.0, 2.0, -1.5, 2.5, 1.0, 2.0, -2.0])),
         (X_INT, torch.tensor([3, -3, 4, -4, 2, 5, 2, -2])),
+        (X_FLOAT, torch.tensor([math.inf, -math.inf, -math.inf, math.inf, -math.inf, math.inf, 2.0, -math.inf])),
     ],
-    ids=["unit-interval-by-2", "float-by-2", "float-by-minus-3", "float-by-2.5", "int-by-3", "int-by-minus-3", "float-by-tensor", "int-by-tensor"],
+    ids=["unit-interval-by-2", "float-by-2", "float-by-minus-3", "float-by-2.5", "int-by-3", "int-by-minus-3", "float-by-tensor",
+         "int-by-tensor", "float-by-infinities"],
 )
 def test_compiled_remainder_has_the_sign_of_the_divisor_like_eager(prober, x, other):
     sample = optable.Sample("remainder", torch.remainder, (x, other), torch.remainder(x, other))

@@ -97,7 +97,7 @@ def _write(record: dict) -> None:
 
 #: The mutants whose runs cost the most, 8 to 15 s of a core each (a retry waiting out the lock
 #: timeout, damaged and cut-short cache entries rebuilt in fresh processes, a second lowering, a
-#: warm cache built to miss): `make slow` runs them, `make test` the other 35, `make selfcheck` all.
+#: warm cache built to miss): `make slow` runs them, `make test` the other 38, `make selfcheck` all.
 HEAVY = frozenset({"lock_kept_after_a_failed_compile", "cache_executes_a_damaged_entry", "publication_not_atomic",
                    "hlo_key_ignores_the_pass_pipeline", "assert_cache_hit_ignored"})
 

@@ -22,6 +22,8 @@ The suite's own variables (``CONFORMANCE_*``):
 ``CONFORMANCE_MODELS``                     ``all``: the model lane runs every model and part
 ``CONFORMANCE_OPS``                        ``all``: the op lane runs every OpInfo entry and dtype
                                            (else its sample); a comma list of dtypes limits it
+``CONFORMANCE_OPS_EDGES``                  ``1``: the op lane's edge variant runs too (each row's
+                                           samples again, at the edges of its dtype)
 ``CONFORMANCE_TORCHRUN_NPROC``             ranks per host of the torchrun test (2)
 ``CONFORMANCE_RANK_THREADS``               intra-op threads of each launched rank (1)
 ========================================  =======================================================
@@ -46,6 +48,7 @@ SNAPSHOT_DIR = "CONFORMANCE_SNAPSHOT_DIR"
 HYPOTHESIS_PROFILE = "CONFORMANCE_HYPOTHESIS_PROFILE"
 MODELS = "CONFORMANCE_MODELS"
 OPS = "CONFORMANCE_OPS"
+OPS_EDGES = "CONFORMANCE_OPS_EDGES"
 TORCHRUN_NPROC = "CONFORMANCE_TORCHRUN_NPROC"
 RANK_THREADS = "CONFORMANCE_RANK_THREADS"
 
@@ -123,6 +126,16 @@ def ops_selection() -> tuple[bool, tuple[str, ...]]:
     ``all,float32`` every float32 row; unset, the op lane's sample."""
     words = [w.strip().lower() for w in (_text(OPS) or "").split(",") if w.strip()]
     return "all" in words, tuple(w for w in words if w != "all")
+
+
+def ops_edges() -> bool:
+    """``CONFORMANCE_OPS_EDGES``: ``1``/``true``/``yes`` runs the op lane's edge variant
+    (``conformance/tests/test_ops_edges.py``), ``0``/``false``/``no`` or unset does not; another value
+    raises :class:`EnvironmentVariableError`."""
+    raw = (_text(OPS_EDGES) or "0").lower()
+    if raw not in ("1", "true", "yes", "0", "false", "no"):
+        raise EnvironmentVariableError(f"environment variable {OPS_EDGES}={raw!r}: expected 1/true/yes or 0/false/no")
+    return raw in ("1", "true", "yes")
 
 
 def torchrun_nproc() -> int:

@@ -457,8 +457,10 @@ def one_op(op: Callable) -> Callable:
     return op_under_test
 
 
-def run_op(impl: Implementation, opinfo: Any, dtype_name: str, *, limit: int = MAX_SAMPLES) -> Verdict:
+def run_op(impl: Implementation, opinfo: Any, dtype_name: str, *, limit: int = MAX_SAMPLES, edges: bool = False) -> Verdict:
     """Compile the entry's op for ``dtype_name`` through ``impl.compile`` and give its verdict.
+    ``edges``: the samples' tensors re-drawn at the edges of the dtype (the op lane's edge variant,
+    :func:`conformance.harness.edges.edge_samples`).
 
     Raises :class:`NotSupported` when the adapter does (the row is then *not supported*)."""
     import torch
@@ -469,6 +471,13 @@ def run_op(impl: Implementation, opinfo: Any, dtype_name: str, *, limit: int = M
     rtol, atol, source = tolerance_for(opinfo, dtype)
     row = Verdict(entry, dtype_name, MATCHES, tolerance=f"rtol {rtol:g}, atol {atol:g} ({source})")
     samples = samples_for(opinfo, dtype, seed, limit)
+    if edges and samples:
+        from conformance.harness.edges import edge_samples
+
+        samples = edge_samples(samples, dtype_name, seed)
+        if not samples:
+            row.verdict, row.detail = NOT_SUPPORTED, f"no edge values for {dtype_name}"
+            return row
     if not samples:
         row.verdict, row.detail = NOT_SUPPORTED, "OpInfo has no CPU sample for this dtype"
         return row

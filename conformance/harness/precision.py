@@ -37,10 +37,12 @@ class Precision:
     def __post_init__(self) -> None:
         for caller, computed in self.computes.items():
             if caller not in LADDER:
-                raise ValueError(f"Precision.computes: {caller!r} is not a float dtype name {LADDER}")
+                raise ValueError(f"Precision.computes: {caller!r} is not the name of a torch float dtype; "
+                                 f"expected one of {LADDER}")
             rung = ALIASES.get(computed, computed)
             if rung not in LADDER:
-                raise ValueError(f"Precision.computes[{caller!r}]: {computed!r} is not one of {LADDER + tuple(ALIASES)}")
+                raise ValueError(f"Precision.computes[{caller!r}]: {computed!r} is not the name of a torch float dtype; "
+                                 f"expected one of {LADDER + tuple(ALIASES)}")
             if LADDER.index(rung) < LADDER.index(caller):
                 raise ValueError(f"Precision.computes[{caller!r}]: {computed!r} is wider than {caller!r}")
 

@@ -13,11 +13,11 @@ one is an undeclared loss of precision: :func:`assert_close` fails saying so.
 from __future__ import annotations
 
 import contextlib
-from typing import Iterator
+from typing import Any, Iterator
 
 import torch
 
-from conformance.harness.precision import LADDER, Precision, dtype_name
+from conformance.harness.precision import ALIASES, LADDER, Precision, dtype_name
 
 TOLERANCES: dict[str, tuple[float, float]] = {
     # dtype: (rtol, atol), when the dtype is computed in itself
@@ -45,6 +45,34 @@ class _Policy:
 
 
 POLICY = _Policy()
+
+
+class PrecisionDeclarationError(TypeError):
+    """An adapter's ``precision()`` that does not declare a :class:`Precision` the suite can use: it
+    raised (a dtype that is not named as torch names it, ``Precision(computes={"float64": "fp32"})``)
+    or returned something else. The message names the adapter's method."""
+
+
+def declared_precision(impl: Any) -> Precision:
+    """``impl.precision()``, checked: a :class:`Precision` whose dtypes are torch dtype names.
+
+    Raises :class:`PrecisionDeclarationError` naming ``<adapter class>.precision()`` otherwise
+    (the numerics contract asks at collection, so a bad declaration is a collection error)."""
+    where = f"{type(impl).__module__}.{type(impl).__qualname__}.precision()"
+    try:
+        declared = impl.precision()
+    except (ValueError, TypeError, KeyError) as exc:
+        raise PrecisionDeclarationError(f"the adapter's {where} raised {type(exc).__name__}: {exc}") from exc
+    if not isinstance(declared, Precision):
+        raise PrecisionDeclarationError(
+            f"the adapter's {where} returned {type(declared).__name__} {declared!r:.100}; expected a "
+            "conformance.harness.precision.Precision (docs/adapter.md, 'Precision')")
+    for caller, computed in declared.computes.items():
+        for name in (caller, ALIASES.get(computed, computed)):
+            if not isinstance(getattr(torch, str(name), None), torch.dtype):
+                raise PrecisionDeclarationError(f"the adapter's {where} declares {caller!r} computed as "
+                                                f"{computed!r}: {name!r} is not the name of a torch dtype")
+    return declared
 
 
 def tolerance(dtype: torch.dtype) -> tuple[float, float]:

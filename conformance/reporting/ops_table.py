@@ -34,6 +34,7 @@ from typing import Any, Iterable
 
 from conformance.harness.implementation import Implementation
 from conformance.harness.opinfo import DTYPES, MAX_SAMPLES, VERDICTS, Verdict
+from conformance.reporting import ops_edges
 
 VERDICT_DIR = "op-verdicts"
 _PACKAGE = Path(__file__).resolve().parent.parent
@@ -57,14 +58,16 @@ def _owner(impl: Implementation | str) -> str:
     return impl.snapshots_of or impl.name
 
 
-def known_file(impl: Implementation | str) -> Path:
-    return KNOWN / f"{_owner(impl)}.txt"
+def known_file(impl: Implementation | str, variant: str = "") -> Path:
+    """``conformance/expected/ops/<impl>.txt``; ``<impl>-<variant>.txt`` for a variant of the lane
+    (``edges``)."""
+    return KNOWN / f"{_owner(impl)}{'-' + variant if variant else ''}.txt"
 
 
-def known_rows(impl: Implementation | str) -> dict[tuple[str, str], str]:
+def known_rows(impl: Implementation | str, variant: str = "") -> dict[tuple[str, str], str]:
     """``{(entry, dtype): cause}`` from ``conformance/expected/ops/<impl>.txt`` (one ``entry dtype
-    # cause`` a line); empty when the file does not exist."""
-    path = known_file(impl)
+    # cause`` a line), or the variant's file; empty when the file does not exist."""
+    path = known_file(impl, variant)
     if not path.is_file():
         return {}
     out = {}
@@ -107,9 +110,10 @@ def covered_rows(impl: Implementation | str) -> set[tuple[str, str]]:
     return set(_CHECKED_IN[owner])
 
 
-def record(report_dir: Path, row: Verdict) -> None:
-    """Leave one row's verdict where the table is made from (one file per row: workers never share one)."""
-    out = Path(report_dir) / VERDICT_DIR
+def record(report_dir: Path, row: Verdict, variant: str = "") -> None:
+    """Leave one row's verdict where the table is made from (one file per row: workers never share
+    one); a variant's (``edges``) in its own directory."""
+    out = Path(report_dir) / (f"{VERDICT_DIR}-{variant}" if variant else VERDICT_DIR)
     out.mkdir(parents=True, exist_ok=True)
     (out / f"{row.entry}@{row.dtype}.json").write_text(json.dumps(row.as_dict(), sort_keys=True), encoding="utf-8")
 
@@ -226,7 +230,11 @@ def write(report_dir: Path, impl: str, *, docs: bool = False, partial: str = "",
     if base is not None:
         rows = carried_over(base, rows)
     table = build(rows, impl, partial=partial)
-    text, data = render(table), json.dumps(table, indent=1, sort_keys=True) + "\n"
+    edge_rows = ops_edges.collect(Path(report_dir) / f"{VERDICT_DIR}-{ops_edges.VARIANT}", _clean)
+    if edge_rows:
+        table["edges"] = ops_edges.build(table["rows"], edge_rows, known_rows(impl, ops_edges.VARIANT))
+    text = render(table) + (ops_edges.render(table["edges"]) if edge_rows else "")
+    data = json.dumps(table, indent=1, sort_keys=True) + "\n"
     (Path(report_dir) / "ops.md").write_text(text, encoding="utf-8")
     (Path(report_dir) / "ops.json").write_text(data, encoding="utf-8")
     if docs:
@@ -306,6 +314,7 @@ def main(argv: list[str] | None = None) -> int:
     report_dir = args.report_dir or Path("reports") / impl / "ops"
     if args.clear:
         shutil.rmtree(report_dir / VERDICT_DIR, ignore_errors=True)
+        shutil.rmtree(report_dir / f"{VERDICT_DIR}-{ops_edges.VARIANT}", ignore_errors=True)
         return 0
     if args.check:
         return check(impl, spec, args.jobs)

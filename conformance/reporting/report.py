@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from conformance.harness import env
+from conformance.harness.not_supported import NotSupported
 from conformance.reporting import models_report, spec_coverage as _spec, support as _support
 from conformance.harness.outcomes import FELL_BACK
 
@@ -82,6 +83,16 @@ def tally(results: dict) -> tuple[dict[str, int], dict[str, dict[str, int]]]:
     return totals, dict(sorted(contracts.items()))
 
 
+def _precision(impl) -> str:
+    """The declared precision in words; a declaration that cannot be read (already an error of the
+    run, at collection or setup, naming the adapter's method) is reported as such, not raised again
+    while the reports are written."""
+    try:
+        return impl.precision().describe()
+    except (Exception, NotSupported) as exc:  # noqa: BLE001 - any failure of the adapter's method
+        return f"not declared: {type(impl).__qualname__}.precision() failed ({type(exc).__name__}: {exc})"
+
+
 def summarize(impl, suite, results: dict, support, compile_times: list, stale: list, environment: dict) -> dict[str, Any]:
     totals, contracts = tally(results)
     rows = _support.merge(support.observations)
@@ -101,7 +112,7 @@ def summarize(impl, suite, results: dict, support, compile_times: list, stale: l
         },
         "versions": impl.versions(),
         "machine": impl.machine(),
-        "precision": impl.precision().describe(),
+        "precision": _precision(impl),
         "environment": environment,
         "started": _iso(suite.started),
         "finished": _iso(time.time()),

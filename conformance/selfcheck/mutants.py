@@ -870,6 +870,62 @@ def remainder_truncates():
     decompositions.remainder = truncating
 
 
+# --- numerics: edges of the dtypes, precision changes declared and announced ---------------------
+
+_NUMERICS = "conformance/tests/test_numerics.py"
+
+
+@_mutant("numerics at the edges: bfloat16's range",
+         f"{_NUMERICS}::test_graphs_that_matter_in_models_match_eager_at_the_edges[bfloat16-beyond-float16-range]",
+         r"bfloat16, beyond float16's range")
+def bfloat16_through_float16():
+    """Every bfloat16 input crosses into the runtime through a float16 round trip: exact for values
+    of ``randn`` size (bfloat16's 8-bit mantissa fits float16's), but past 65504 a value becomes inf
+    and below float16's normal range it loses its bits."""
+    import torch
+
+    runtime = _module(_RUNTIME)
+    importable = runtime._importable
+
+    @functools.wraps(importable)
+    def through_float16(t):
+        if t.dtype is torch.bfloat16:
+            t = t.detach().to(torch.float16).to(torch.bfloat16)
+        return importable(t)
+
+    runtime._importable = through_float16
+
+
+@_mutant("precision changes are announced",
+         f"{_NUMERICS}::test_a_declared_precision_change_is_announced_when_it_happens[float64-as-float32]",
+         r"without a warning naming both")
+def float64_narrowed_silently():
+    """float64 graphs are computed in float32, as declared, but without the warning that says so
+    when a graph with float64 inputs or outputs is compiled or served."""
+    serving = _module("reference.pipeline.serving")
+    policy = serving.float64_policy
+
+    @functools.wraps(policy)
+    def silent(lowered, graph_name, policy_name="narrow"):
+        if policy_name == "error":
+            return policy(lowered, graph_name, policy_name)
+        return None
+
+    serving.float64_policy = silent
+
+
+@_mutant("precision changes are declared",
+         f"{_NUMERICS}::test_each_float_dtype_is_computed_as_declared[float64]", r"undeclared loss of precision")
+def float64_narrowed_undeclared():
+    """float64 graphs are computed in float32 with neither the declaration (``precision()`` says
+    every dtype is computed as itself) nor the warning: a backend that does not know it narrows."""
+    from conformance.adapters import reference as adapter
+    from conformance.harness.precision import Precision
+
+    MUTANTS["float64_narrowed_silently"].patch()
+    adapter.PRECISION = Precision()
+
+
 class MutantImplementation(ReferenceImplementation):
     #: a mutant is checked against the reference's goldens
     snapshots_of = "reference"

@@ -13,7 +13,7 @@ from conformance.harness.scratch import scratch_cache_variables
 from conformance.harness.implementation import Implementation, NotSupported
 from conformance.plugin import SUITE, TIMES_PROPERTY
 from conformance.reporting.support import support  # noqa: F401  (the probes' recorder)
-from conformance.harness.tolerances import POLICY
+from conformance.harness.tolerances import POLICY, declared_precision
 
 @pytest.fixture(scope="session")
 def impl(pytestconfig: pytest.Config) -> Implementation:
@@ -32,7 +32,7 @@ def _snapshot_tree(pytestconfig: pytest.Config, impl: Implementation) -> None:
 @pytest.fixture(scope="session", autouse=True)
 def _precision(impl: Implementation):
     """Tolerances follow the precision the implementation declares (conformance/harness/tolerances.py)."""
-    with POLICY.use(impl.precision()):
+    with POLICY.use(declared_precision(impl)):
         yield
 
 

@@ -30,7 +30,8 @@ def remainder(x: torch.Tensor, other) -> torch.Tensor:
     """``remainder``: Python's rule, the sign of the divisor. torch-mlir lowers it to
     ``stablehlo.remainder``, which is C's ``fmod`` (the sign of the dividend), so ``-7 % 3`` gave -1
     instead of 2. The fmod result is moved by one divisor where its sign differs from the divisor's,
-    the same correction eager's CPU kernel makes, so floats keep eager's rounding too."""
+    the same correction eager's CPU kernel makes, so floats keep eager's rounding too (and
+    ``1e-16 % -inf`` is ``-inf``, ``-0.5 % -inf`` is ``-0.5``, as in eager)."""
     dtype = torch.result_type(x, other)
     x = x.to(dtype)
     if not isinstance(other, torch.Tensor):
@@ -40,7 +41,9 @@ def remainder(x: torch.Tensor, other) -> torch.Tensor:
         # eager computes half types in float32 and rounds once; IREE's half fmod is off by up to a divisor
         return remainder(x.float(), other.float()).to(dtype)
     if dtype.is_floating_point:
-        r = aten.fmod.Tensor(x, other)
+        # fmod of a finite dividend by an infinite divisor is the dividend (C's rule, eager's);
+        # IREE's gives nan
+        r = torch.where(torch.isinf(other) & torch.isfinite(x), x, aten.fmod.Tensor(x, other))
     else:
         r = x - other * torch.div(x, other, rounding_mode="trunc")
     # The wrong side chosen by the divisor's sign with a select: no comparison of two booleans,
