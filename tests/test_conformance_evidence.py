@@ -165,3 +165,13 @@ def test_evidence_round_trips_through_its_dict():
     ev, _ = _observe(_f, unchanged, (X, W))
     again = Evidence.from_dict(ev.as_dict())
     assert again.ran_eagerly() == ev.ran_eagerly() and again.kernels() == ev.kernels()
+
+
+def test_a_higher_order_operator_in_the_compiled_call_runs_as_without_the_observer():
+    # AOT Autograd wraps an op with side effects (linalg's error checks) in the with_effects
+    # higher-order operator; a dispatch mode that does not take higher-order operators makes it raise
+    a = torch.randn(4, 4)
+    a = a @ a.T + 4 * torch.eye(4)
+    ev, (out,) = _observe(torch.linalg.inv, "aot_eager", (a,))
+    torch.testing.assert_close(out, torch.linalg.inv(a))
+    assert ev.calls == 1

@@ -211,7 +211,14 @@ def _recorder_class() -> type:
     """The recorder's class, made on first use (defining it needs torch)."""
     from torch.utils._python_dispatch import TorchDispatchMode
 
+    from torch._ops import OpOverload
+
     class KernelRecorder(TorchDispatchMode):
+        #: a higher-order operator (``with_effects`` around an op with side effects, ``cond``, ...)
+        #: is handed here too and runs as it is, uncounted: without this a mode that does not know
+        #: it makes it raise, and the observer would change what the backend does
+        supports_higher_order_operators = True
+
         def __init__(self, fake: bool) -> None:
             super().__init__()
             self.fake = fake
@@ -222,7 +229,7 @@ def _recorder_class() -> type:
             return True  # Dynamo compiles as it would without the recorder
 
         def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-            if self.fake or not types:
+            if isinstance(func, OpOverload) and (self.fake or not types):
                 self.ops[func] += 1
             return func(*args, **(kwargs or {}))
 
