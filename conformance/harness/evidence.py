@@ -231,6 +231,8 @@ def _recorder_class() -> type:
         def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
             if isinstance(func, OpOverload) and (self.fake or not types):
                 self.ops[func] += 1
+            elif getattr(func, "_name", "") == "with_effects" and len(args) > 1 and isinstance(args[1], OpOverload):
+                self.ops[args[1]] += 1  # with_effects(token, op, *args) runs op
             return func(*args, **(kwargs or {}))
 
     return KernelRecorder

@@ -186,11 +186,13 @@ def render(table: dict[str, Any]) -> str:
     kernels = [r for r in rows if r.get("ran", "").startswith("ops run as ATen kernels") and r["verdict"] != "fell back"]
     observed = sum(1 for r in rows if r.get("ran"))
     if observed:
+        none = sum(1 for r in rows if r.get("ran", "").startswith("no ATen compute kernel"))
+        eager = sum(1 for r in rows if r["verdict"] == "fell back" and r["detail"].startswith("ran eagerly"))
         lines += ["", "## What the compiled calls ran", "",
-                  f"The suite's observer saw the compiled calls of {observed} rows: {observed - len(kernels)} ran "
-                  "no ATen compute kernel (or ran every compute op as one, and are *fell back* above); "
-                  f"{len(kernels)} compiled some ops and ran others as ATen kernels (a library call inside "
-                  "compiled code), listed here."]
+                  f"The suite's observer saw the compiled calls of {observed} rows: in {none} no ATen compute kernel "
+                  f"ran (compiled, or a graph of views only); in {eager} a call ran every compute op of its graph "
+                  f"as an ATen kernel (*fell back* above); {len(kernels)} compiled some ops and ran others as "
+                  "ATen kernels (a library call inside compiled code), listed here."]
         if kernels:
             lines += ["", "| entry | dtype | verdict | ran as ATen kernels |", "|---|---|---|---|"]
             lines += [f"| {r['entry']} | {r['dtype']} | {r['verdict']} | {_cell(r['ran'])} |" for r in kernels]
