@@ -309,7 +309,7 @@ def test_a_worker_that_always_dies_is_a_failure_record_after_its_retries(tmp_pat
     _caches(monkeypatch, tmp_path)
     _stage(tmp_path / "staged", 1)
     executor = RayExecutor(max_retries=1, prologue=_die)
-    with pytest.raises(ParallelCompileError, match=r"(?s)add_0.*WorkerCrashedError.*died 2 time\(s\)"):
+    with pytest.raises(ParallelCompileError, match=r"(?s)add_0.*WorkerCrashedError.*sent 2 time\(s\).*observed; max_retries=1.*attempt 2: WorkerCrashedError"):
         parallel_compile(tmp_path / "staged", workers=1, executor=executor, progress=False)
 
 
