@@ -113,6 +113,9 @@ class CompiledGraphRecord:
     waited: bool = False
     compile_us: int = 0
     error: str | None = None
+    #: where the Ray executor built it: the worker's node and pid, how many attempts it took, and
+    #: what the worker was given to build under (its cache off, no HMAC key); ``None`` elsewhere
+    worker: dict | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -328,6 +331,7 @@ def _apply(rec: CompiledGraphRecord, outcome: ChildOutcome) -> None:
         rec.ok = True
         rec.cache_hit = bool(outcome.value["cache_hit"])
         rec.waited = bool(outcome.value.get("waited", False))
+        rec.worker = outcome.value.get("worker")
         rec.compile_us = int(outcome.value["compile_us"])
         if outcome.value["key"] != rec.cache_key:  # the key is one function; a mismatch is a bug
             rec.ok = False
