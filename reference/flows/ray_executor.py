@@ -589,7 +589,9 @@ class _Run:
         if not _reachable(self.gcs):
             self.head_down_since = self.head_down_since or now
             if now - self.head_down_since >= grace:
-                where = f"{self.gcs[0]}:{self.gcs[1]}" if self.gcs else "its address"
+                given = self.executor.address if self.executor.address not in (None, "local") else None
+                gcs = f"{self.gcs[0]}:{self.gcs[1]}" if self.gcs else None
+                where = " ".join(filter(None, (given, f"(GCS {gcs})" if given and gcs else gcs))) or "its address"
                 raise ClusterLostError(
                     f"the head node at {where} has not answered for {grace:g} s", self.not_compiled(), self.published
                 )
