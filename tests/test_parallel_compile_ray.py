@@ -973,3 +973,47 @@ def test_a_node_lost_while_another_lives_reschedules_its_task(tmp_path, monkeypa
     rows = {r[0]: r for r in __import__("json").loads(out.strip().splitlines()[-1])}
     assert rows["add_0"][1] and rows["add_1"][1], (rows, err[-3000:])
     assert rows["add_0"][2] == 2, rows
+
+
+_MIXED_AUTH_DRIVER = r'''
+import json, os, sys, time
+import ray
+from reference.flows.ray_executor import ClusterLostError, RayExecutor
+from reference.flows.staged_build import parallel_compile
+
+# a first Ray in this process with token authentication (Ray's default), then a cluster without
+# it: Ray keeps the first mode for the process, so the cluster's workers cannot call this process back
+ray.init(address="local", num_cpus=1, include_dashboard=False, log_to_driver=False, logging_level="WARNING")
+ray.shutdown()
+os.environ["RAY_AUTH_MODE"] = "disabled"
+start = time.monotonic()
+try:
+    parallel_compile(sys.argv[1], workers=1, progress=False, executor=RayExecutor(address=sys.argv[2], lost_after_s=5))
+    print(json.dumps({"raised": None}), flush=True)
+except ClusterLostError as exc:
+    print(json.dumps({"raised": "ClusterLostError", "message": str(exc), "not_compiled": exc.not_compiled,
+                      "s": time.monotonic() - start}), flush=True)
+os._exit(0)
+'''
+
+
+@needs_ray
+@pytest.mark.slow
+def test_tasks_whose_messages_cannot_reach_the_caller_end_the_run_instead_of_a_hang(tmp_path, monkeypatch):
+    """A caller whose process first ran a Ray with token authentication, then connects to a cluster
+    without it: the cluster runs the task, but the task's messages are refused by the caller. The
+    run does not wait forever: ClusterLostError names the graph and says why, within seconds."""
+    _caches(monkeypatch, tmp_path)
+    (key,) = _stage(tmp_path / "staged", 1)
+    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
+    address, nodes, folders, log_path, log = _own_cluster(tmp_path, 1, None)
+    try:
+        env = {k: v for k, v in os.environ.items() if k != "RAY_AUTH_MODE"}
+        out = subprocess.run([sys.executable, "-c", _MIXED_AUTH_DRIVER, str(tmp_path / "staged"), address],
+                             capture_output=True, text=True, timeout=120, env=env)
+    finally:
+        _stop_cluster(nodes, folders, log)
+    result = __import__("json").loads(out.stdout.strip().splitlines()[-1])
+    assert result["raised"] == "ClusterLostError", (result, out.stderr[-3000:])
+    assert "have not reported their start" in result["message"] and "RAY_AUTH_MODE" in result["message"]
+    assert result["not_compiled"] == [f"graph 'add_0' (key {key})"] and result["s"] < 60, result

@@ -44,8 +44,9 @@ Every Ray failure a task can meet ends in one of the executor's outcomes (:func:
   it was queued): cancelled, and a timed-out record;
 - the cluster is gone: the head node does not answer for ``lost_after_s`` (checked with a plain
   TCP connect to its GCS port, so a lost head cannot block the check), no live node has offered a
-  CPU for ``lost_after_s``, or this process's own raylet died (``LocalRayletDiedError``):
-  :class:`ClusterLostError` naming the graphs not compiled.
+  CPU for ``lost_after_s``, this process's own raylet died (``LocalRayletDiedError``), or tasks
+  sent ``lost_after_s`` ago have not reported their start while a CPU stays idle (their messages
+  do not reach this process): :class:`ClusterLostError` naming the graphs not compiled.
 
 Whenever a run ends early (the cluster lost, an error in a progress callback, an interrupt), the
 tasks still running are cancelled and the claims released. Everything published before is a whole
@@ -393,6 +394,7 @@ class _Run:
         self.published = 0
         self.lost_since: float | None = None
         self.head_down_since: float | None = None
+        self.unheard_since: float | None = None
 
     # --- bookkeeping
     def finish(self, i: int, outcome: ChildOutcome) -> None:
@@ -606,7 +608,34 @@ class _Run:
                 raise ClusterLostError(f"no live node has offered a CPU for {grace:g} s", self.not_compiled(), self.published)
         else:
             self.lost_since = None
+        self.check_unheard(now, grace)
         return True
+
+    def check_unheard(self, now: float, grace: float) -> None:
+        """Tasks sent ``grace`` seconds ago that have not reported their start while the cluster
+        keeps a CPU idle for another ``grace``: Ray would have started them, so their messages do
+        not reach this process (its workers cannot call back: a ``RAY_AUTH_MODE`` that differs from
+        the cluster's, or a firewall between the nodes and the caller). Without this the run would
+        wait for tasks that have finished."""
+        unheard = [t for t in self.running.values() if t.started is None]
+        if not unheard or any(now - t.submitted < grace for t in unheard):
+            self.unheard_since = None
+            return
+        try:
+            idle = self.ray.available_resources().get("CPU", 0) >= 1
+        except Exception:
+            idle = False
+        if not idle:
+            self.unheard_since = None
+            return
+        self.unheard_since = self.unheard_since or now
+        if now - self.unheard_since >= grace:
+            raise ClusterLostError(
+                f"{len(unheard)} task(s) sent {now - min(t.submitted for t in unheard):.0f} s ago have not reported their "
+                f"start although the cluster has kept a CPU idle for {grace:g} s: its workers cannot reach this process "
+                "(a RAY_AUTH_MODE different from the cluster's, or a firewall between the nodes and the caller)",
+                self.not_compiled(), self.published,
+            )
 
     def give_up(self) -> None:
         """The run ends early: cancel what still runs (bounded: the cluster may be gone) and
