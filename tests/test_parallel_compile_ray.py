@@ -7,8 +7,8 @@ to it by its address. The fault tests use real processes and real kills: a worke
 iree-compile runs, a caller killed while it holds a claim, a worker node and the head node killed
 (clusters of their own). All of them are in the slow lane: a cluster's start alone costs about
 10 s of this machine's 2 cores, and the cheapest single-node test (the auto-started local Ray)
-measured 25.4 s and 16.7 s in two runs on a busy machine (load average 4-5 on 2 cores): too
-close to the 20 s make test allows for one to spend the default lane's last minute of margin. What runs in make test
+measured 25.4 s, 16.7 s and 12.2 s in three runs on a busy machine (load average 2-5 on 2 cores):
+not reliably under the 20 s make test allows for one, with the default lane's margin about a minute. What runs in make test
 needs no cluster: the executor choice, the lazy import, the outcome of each Ray exception (Ray's
 exception objects constructed directly) and an address where nothing listens.
 """
