@@ -218,6 +218,27 @@ def test_a_lock_left_by_a_killed_process_does_not_block(dirs):
     assert cache.holder(key) is None, "the holder note goes with the lock"
 
 
+def test_a_claim_is_refused_at_once_while_another_process_holds_it_and_free_once_it_is_killed(dirs):
+    """try_acquire (the Ray executor's claim): None at once, without waiting, while another process
+    holds the key's lock; the lock with this process's holder note once that process is killed."""
+    key = "c" * 32
+    proc = _hold_in_child(dirs, key)
+    cache = NeffCache(str(dirs / "neff"), str(dirs / "local"), lock_timeout=60)
+    try:
+        start = time.monotonic()
+        assert cache.try_acquire(key, graph_name="claimer") is None
+        assert time.monotonic() - start < 1
+        assert cache.holder(key)["pid"] == proc.pid
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+    claim = cache.try_acquire(key, graph_name="claimer")
+    assert claim is not None
+    with claim:
+        assert cache.holder(key)["pid"] == os.getpid() and cache.holder(key)["graph_name"] == "claimer"
+    assert cache.holder(key) is None
+
+
 def _bad_graph(lowered) -> LoweredGraph:
     return LoweredGraph(
         hlo=lowered.hlo.replace("func.func", "func.fnuc", 1),

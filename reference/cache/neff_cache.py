@@ -302,6 +302,31 @@ class NeffCache:
             pass  # the holder note is for error messages only
         return CompileLock(lock, holder)
 
+    def try_acquire(self, key: str, *, graph_name: str | None = None) -> CompileLock | None:
+        """Take the compile lock of ``key`` if nobody holds it, else ``None`` at once (a caller
+        that claims keys before sending them elsewhere to compile, and polls the ones another
+        process holds). The kernel drops the lock when its holder dies, so a claim abandoned by a
+        killed process is free again. Raises :class:`CacheWriteError` when the lock directory
+        cannot be used at all."""
+        import filelock
+
+        path = self.lock_path(key)
+        try:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            lock = filelock.FileLock(path)
+            lock.acquire(timeout=0)
+        except filelock.Timeout:
+            return None
+        except OSError as exc:
+            raise CacheWriteError("compile lock", path, exc) from exc
+        holder = self.holder_path(key)
+        record = {"pid": os.getpid(), "host": socket.gethostname(), "key": key, "graph_name": graph_name, "since": time.time()}
+        try:
+            write_atomic(holder, json.dumps(record))
+        except OSError:
+            pass  # the holder note is for error messages only
+        return CompileLock(lock, holder)
+
     def lock(self, key: str, *, graph_name: str | None = None, timeout: float | None = None) -> CompileLock:
         """Alias of :meth:`acquire`, for ``with cache.lock(key): ...``."""
         return self.acquire(key, graph_name=graph_name, timeout=timeout)

@@ -108,8 +108,14 @@ class CompiledGraphRecord:
     args_source: str  # "recorded" (from the metadata) or "base" (an entry that recorded none)
     ok: bool = True
     cache_hit: bool = False
+    #: the key was claimed by another process when this run reached it (the Ray executor): this run
+    #: waited for that claim and was served the entry it published (``cache_hit`` too)
+    waited: bool = False
     compile_us: int = 0
     error: str | None = None
+    #: where the Ray executor built it: the worker's node and pid, how many attempts it took, and
+    #: what the worker was given to build under (its cache off, no HMAC key); ``None`` elsewhere
+    worker: dict | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -189,7 +195,7 @@ class Progress:
         left = total - done
         eta = f", about {elapsed / done * left:.0f} s left" if left and done else ""
         if record.ok:
-            status = "cache hit" if record.cache_hit else "compiled"
+            status = "served (waited for another caller)" if record.waited else "cache hit" if record.cache_hit else "compiled"
         else:
             status = f"FAILED: {record.error}"
         line = (
@@ -324,6 +330,8 @@ def _apply(rec: CompiledGraphRecord, outcome: ChildOutcome) -> None:
     if outcome.ok:
         rec.ok = True
         rec.cache_hit = bool(outcome.value["cache_hit"])
+        rec.waited = bool(outcome.value.get("waited", False))
+        rec.worker = outcome.value.get("worker")
         rec.compile_us = int(outcome.value["compile_us"])
         if outcome.value["key"] != rec.cache_key:  # the key is one function; a mismatch is a bug
             rec.ok = False
