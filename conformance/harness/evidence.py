@@ -37,7 +37,7 @@ import functools
 import threading
 from typing import Any, Callable, Iterable, Iterator
 
-from conformance.harness.not_supported import NotSupported
+from conformance.harness.not_supported import NotSupported, asked_by_the_suite
 
 _MAX_REASONS = 3
 #: How many ops a reason lists before "and N more".
@@ -459,7 +459,8 @@ def backend_names(impl: Any) -> list[str] | None:
     """The ``torch.compile`` backend names the implementation registers (every seam's), or
     ``None`` (observe every backend) when it provides no backend contract."""
     try:
-        return sorted(set(impl.backend().names().values())) or None
+        with asked_by_the_suite():
+            return sorted(set(impl.backend().names().values())) or None
     except (NotSupported, KeyError, AttributeError):
         return None
 

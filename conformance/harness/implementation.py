@@ -36,7 +36,7 @@ from conformance.harness.capabilities import (
 )
 from conformance.harness.evidence import Evidence, observe_dynamo
 # Re-exported: adapters and older suites import both names from this module.
-from conformance.harness.not_supported import NOT_SUPPORTED_EXIT, NotSupported
+from conformance.harness.not_supported import NOT_SUPPORTED_EXIT, NotSupported, asked_by_the_suite
 from conformance.harness import env
 from conformance.harness.precision import Precision
 
@@ -237,7 +237,8 @@ class Implementation:
         ``fell back: <reason>`` (``fell back: ran eagerly: graph 0/0 (add, mm)``). See
         ``docs/adapter.md``."""
         try:
-            names = [self.backend().names()["compile"]]
+            with asked_by_the_suite():
+                names = [self.backend().names()["compile"]]
         except (NotSupported, KeyError):
             names = None
         return observe_dynamo(backends=names)

@@ -9,6 +9,10 @@ Both halves of the adapter protocol raise it (the core in
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+from typing import Iterator
+
 
 class NotSupported(BaseException):
     """The implementation does not provide this capability; the test is skipped with the reason.
@@ -22,3 +26,24 @@ class NotSupported(BaseException):
 #: Exit status of a child process whose adapter raised :class:`NotSupported` (see
 #: :mod:`conformance.harness.child`); the parent test turns it into a skip.
 NOT_SUPPORTED_EXIT = 77
+
+
+_suite_asks = contextvars.ContextVar("conformance_suite_asks", default=False)
+
+
+@contextlib.contextmanager
+def asked_by_the_suite() -> Iterator[None]:
+    """Mark the adapter calls made inside as the harness's own questions (which backends to observe,
+    which graph-break rule the implementation declares), not a test's: a refusal met there is
+    handled by the harness, and the honest adapters' watch (``conformance.selfcheck.honest``) does not
+    count it against the test that happens to be running."""
+    token = _suite_asks.set(True)
+    try:
+        yield
+    finally:
+        _suite_asks.reset(token)
+
+
+def suite_is_asking() -> bool:
+    """Whether the current adapter call is one of the harness's own questions (:func:`asked_by_the_suite`)."""
+    return _suite_asks.get()

@@ -27,7 +27,8 @@ import threading
 from typing import Any, Callable, Iterator, Sequence
 
 from conformance.harness.evidence import observe
-from conformance.harness.implementation import Implementation, NotSupported
+from conformance.harness.implementation import Implementation, NotSupported, forced_graph_break
+from conformance.harness.not_supported import asked_by_the_suite
 
 MATCHES = "matches"
 GRAPH_BREAK = "graph break"
@@ -440,10 +441,9 @@ def undeclared_breaks(reasons: Sequence[str], declared: str | None) -> list[str]
 
 
 def _declared_gb_type(impl: Implementation) -> str | None:
-    from conformance.harness.implementation import forced_graph_break
-
     try:
-        return str(forced_graph_break(impl, "gb_type"))
+        with asked_by_the_suite():
+            return str(forced_graph_break(impl, "gb_type"))
     except NotSupported:
         return None
 
