@@ -66,14 +66,19 @@ def _selected(impl: Implementation) -> list[tuple[str, str]]:
     return [r for r in rows if (r in pool and opinfo.seed_for(*r) % every_nth == 0) or r in PINNED]
 
 
+def parametrize_rows(metafunc: pytest.Metafunc) -> None:
+    """One ``op_row`` per selected (entry, dtype), or one skip when OpInfo cannot be imported."""
+    try:
+        rows = _selected(metafunc.config.stash[SUITE].impl())
+    except opinfo.OpLaneUnavailable as exc:
+        metafunc.parametrize("op_row", [pytest.param(None, marks=pytest.mark.skip(reason=str(exc)))], ids=["op_db"])
+        return
+    metafunc.parametrize("op_row", rows, ids=[f"{e}-{d}" for e, d in rows])
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "op_row" in metafunc.fixturenames:
-        try:
-            rows = _selected(metafunc.config.stash[SUITE].impl())
-        except opinfo.OpLaneUnavailable as exc:
-            metafunc.parametrize("op_row", [pytest.param(None, marks=pytest.mark.skip(reason=str(exc)))], ids=["op_db"])
-            return
-        metafunc.parametrize("op_row", rows, ids=[f"{e}-{d}" for e, d in rows])
+        parametrize_rows(metafunc)
 
 
 def test_op_matches_eager(op_row: tuple[str, str], impl: Implementation, pytestconfig: pytest.Config) -> None:

@@ -22,7 +22,7 @@ from conformance.harness.outcomes import FellBack
 from conformance.plugin import SUITE
 from conformance.reporting import ops_table
 from conformance.reporting.ops_edges import VARIANT
-from conformance.tests.test_ops import CRASH, _selected
+from conformance.tests.test_ops import CRASH, parametrize_rows
 
 pytestmark = pytest.mark.contract("ops")
 
@@ -34,12 +34,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("op_row", [pytest.param(None, marks=pytest.mark.skip(
             reason="the op lane's edge variant runs with CONFORMANCE_OPS_EDGES=1"))], ids=["off"])
         return
-    try:
-        rows = _selected(metafunc.config.stash[SUITE].impl())
-    except opinfo.OpLaneUnavailable as exc:
-        metafunc.parametrize("op_row", [pytest.param(None, marks=pytest.mark.skip(reason=str(exc)))], ids=["op_db"])
-        return
-    metafunc.parametrize("op_row", rows, ids=[f"{e}-{d}" for e, d in rows])
+    parametrize_rows(metafunc)
 
 
 def test_op_matches_eager_at_the_edges(op_row: tuple[str, str], impl: Implementation, pytestconfig: pytest.Config) -> None:

@@ -32,6 +32,7 @@ import shutil
 import socket
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from reference.core.diagnostics import warn_user
 from reference.cache.auth import sign, verify
@@ -294,6 +295,10 @@ class NeffCache:
             raise CacheLockTimeoutError(key, path, timeout, self.describe_holder(key)) from None
         except OSError as exc:
             raise CacheWriteError("compile lock", path, exc) from exc
+        return self._held(lock, key, graph_name)
+
+    def _held(self, lock: Any, key: str, graph_name: str | None) -> CompileLock:
+        """``lock`` (acquired) as a :class:`CompileLock`, with a note of who holds it."""
         holder = self.holder_path(key)
         record = {"pid": os.getpid(), "host": socket.gethostname(), "key": key, "graph_name": graph_name, "since": time.time()}
         try:
@@ -319,13 +324,7 @@ class NeffCache:
             return None
         except OSError as exc:
             raise CacheWriteError("compile lock", path, exc) from exc
-        holder = self.holder_path(key)
-        record = {"pid": os.getpid(), "host": socket.gethostname(), "key": key, "graph_name": graph_name, "since": time.time()}
-        try:
-            write_atomic(holder, json.dumps(record))
-        except OSError:
-            pass  # the holder note is for error messages only
-        return CompileLock(lock, holder)
+        return self._held(lock, key, graph_name)
 
     def lock(self, key: str, *, graph_name: str | None = None, timeout: float | None = None) -> CompileLock:
         """Alias of :meth:`acquire`, for ``with cache.lock(key): ...``."""
