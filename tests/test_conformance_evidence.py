@@ -175,3 +175,16 @@ def test_a_higher_order_operator_in_the_compiled_call_runs_as_without_the_observ
     ev, (out,) = _observe(torch.linalg.inv, "aot_eager", (a,))
     torch.testing.assert_close(out, torch.linalg.inv(a))
     assert ev.calls == 1
+
+
+def test_a_break_is_declared_dynamos_own_or_undeclared():
+    from conformance.harness.opinfo import undeclared_breaks
+
+    declared = "Op not supported by the Neuron backend"
+    reasons = [
+        f"{declared} Explanation: the backend cannot compile op=histc",
+        "Dynamic shape operator Explanation: Operator `aten.nonzero.default` has a data-dependent shape",
+        "Operator kept out of the graph Explanation: no rule says so",
+    ]
+    assert undeclared_breaks(reasons, declared) == reasons[2:]
+    assert undeclared_breaks(reasons, None) == [reasons[0], reasons[2]]  # nothing declared: only Dynamo's own pass

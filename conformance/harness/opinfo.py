@@ -20,8 +20,10 @@ import contextlib
 import dataclasses
 import functools
 import hashlib
+import json
 import math
 import os
+import re
 import signal
 import threading
 from typing import Any, Callable, Iterator, Sequence
@@ -404,9 +406,6 @@ def _graph_breaks() -> dict[str, int]:
 def _dynamo_reasons() -> tuple[frozenset[str], tuple[Any, ...]]:
     """The diagnostic types of Dynamo's own graph breaks (torch's graph-break registry): exact
     names, and patterns for the few with a placeholder in them."""
-    import json
-    import re
-
     import torch._dynamo
 
     path = os.path.join(os.path.dirname(torch._dynamo.__file__), "graph_break_registry.json")
