@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import logging
 import os
+import sys
 
 import pytest
 import torch
@@ -15,7 +16,7 @@ from reference.backends import api
 from reference.core import env
 from reference.backends.debug_artifacts import DebugArtifacts
 from reference.backends.device import is_device_tensor, place, to_device
-from reference.core.errors import EnvVarError, UnsupportedInputError
+from reference.core.errors import CompilerStackMissingError, EnvVarError, UnsupportedInputError
 from reference.core.metrics import NeuronCompilationMetrics
 
 
@@ -159,4 +160,19 @@ def test_a_bad_setting_fails_before_anything_is_compiled(monkeypatch, tmp_path):
     torch._dynamo.reset()
     with pytest.raises(EnvVarError, match="TORCH_NEURONX_RETAIN_DEVICE_MODE"):
         torch.compile(lambda x: x + 1, backend="neuron")(torch.randn(2))
+    assert not cache.exists() or not any(cache.iterdir())
+
+
+@pytest.mark.parametrize("absent, dist", [("torch_mlir", "torch-mlir"), ("iree.runtime", "iree-base-runtime")])
+def test_a_backend_without_the_compiler_stack_names_the_extra_to_install(monkeypatch, tmp_path, absent, dist):
+    """The suite installed alone still registers the neuron* names: using one says which extra to
+    install, before anything is traced or cached, and never falls back to eager."""
+    cache = tmp_path / "neff"
+    monkeypatch.setenv(env.NEFF_CACHE_DIR, str(cache))
+    monkeypatch.delenv(env.DISABLE_FALLBACK_EXECUTION, raising=False)  # the default: failures fall back
+    monkeypatch.setitem(sys.modules, absent, None)  # what find_spec sees where it is not installed
+    torch._dynamo.reset()
+    with pytest.raises(CompilerStackMissingError, match=rf"lacks {dist}: install the 'reference' extra") as err:
+        torch.compile(lambda x: x + 1, backend="neuron")(torch.randn(2))
+    assert "neuron-conformance[reference]" in str(err.value) and err.value.missing == [dist]
     assert not cache.exists() or not any(cache.iterdir())

@@ -24,6 +24,7 @@ import threading
 from typing import Iterator
 
 from reference.core import env
+from reference.core.install import require_compiler_stack
 from reference.core.settings import get_model_name, get_rank, set_model_name
 from reference.backends.debug_artifacts import DEBUG_ARTIFACTS
 from reference.backends.device import is_device_tensor, to_device
@@ -111,8 +112,9 @@ METRICS.add_listener(_write_graph_stats)
 
 def preflight() -> None:
     """Check the settings a compile depends on before it starts, so that a bad one raises a clear
-    error instead of failing half-way: every variable parses, the metric tables are known, the
-    debug directory is writable."""
+    error instead of failing half-way: the compiler stack is installed, every variable parses, the
+    metric tables are known, the debug directory is writable."""
+    require_compiler_stack()
     env.validate_all()
     enabled_metric_tables()
     DEBUG_ARTIFACTS.directory()

@@ -155,6 +155,20 @@ class FlowDirectoryError(NeuronBackendError, ValueError):
         self.path = path
 
 
+class CompilerStackMissingError(NeuronBackendError):
+    """A ``neuron*`` backend used where the reference's compiler stack (torch-mlir, IREE) is not
+    installed: the suite alone was installed, without the ``reference`` extra."""
+
+    def __init__(self, missing: Sequence[str], prefix: str) -> None:
+        super().__init__(
+            f"the neuron* backends need the reference's compiler stack, and this environment ({prefix}) lacks "
+            f"{', '.join(missing)}: install the 'reference' extra (pip install 'neuron-conformance[reference]'; "
+            "in a checkout, pip install -e '.[reference]'). Without it this environment holds the conformance "
+            "suite alone, which runs other implementations (--conformance-impl package.module:factory)"
+        )
+        self.missing = list(missing)
+
+
 class BackendOptionError(NeuronBackendError, ValueError):
     """A ``torch.compile(options=...)`` entry of the wrong type or value."""
 
