@@ -71,14 +71,14 @@ def floor() -> dict:
         trace_s = time.perf_counter() - start
 
     from reference.flows.tools import lower_graphs
-    from reference.compiler.driver import CompilerDriver
+    from reference.compiler.driver import CompilerConfig, CompilerDriver
 
     hlos = [g.hlo for args in (prefill, decode) for g in lower_graphs(model, args)]
     driver = CompilerDriver()
     compile_s = []
     for hlo in hlos:
         start = time.perf_counter()
-        driver.compile(hlo, None, graph_name="floor")
+        driver.compile(hlo, CompilerConfig.from_args(None), graph_name="floor")
         compile_s.append(time.perf_counter() - start)
     return {"imported_at": imported, "trace_s": trace_s, "compile_s": compile_s, "modules": len(hlos)}
 

@@ -97,12 +97,12 @@ def test_a_corrupt_artifact_fails_to_load_naming_the_graph():
 
 
 def test_a_wrong_number_of_inputs_names_the_graph():
-    from reference.compiler.driver import CompilerDriver
+    from reference.compiler.driver import CompilerConfig, CompilerDriver
     from reference.core.specs import TensorSpec
 
     text = "func.func @main(%a: tensor<4xf32>) -> tensor<4xf32> { return %a : tensor<4xf32> }"
     loaded = LoadedArtifact(
-        CompilerDriver().compile(text, []).artifact, graph_name="g_id", input_specs=[TensorSpec("float32", (4,), (1,))]
+        CompilerDriver().compile(text, CompilerConfig.from_args([])).artifact, graph_name="g_id", input_specs=[TensorSpec("float32", (4,), (1,))]
     )
     with pytest.raises(NEFFExecutionError, match="graph 'g_id': expected 1 inputs, got 2"):
         loaded(torch.zeros(4), torch.zeros(4))

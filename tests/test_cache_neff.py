@@ -50,7 +50,7 @@ def lowered() -> LoweredGraph:
 
 @pytest.fixture(scope="module")
 def artifact(lowered) -> bytes:
-    return CompilerDriver().compile(lowered.hlo, ARGS, graph_name="mlp").artifact
+    return CompilerDriver().compile(lowered.hlo, CompilerConfig.from_args(ARGS), graph_name="mlp").artifact
 
 
 @pytest.fixture

@@ -193,23 +193,27 @@ def test_a_cold_compile_parses_its_arguments_once(backend, monkeypatch, tmp_path
     assert calls == [["-O2"]], f"{backend}: parsed {len(calls)} times: {calls}"
 
 
-def test_a_parsed_config_in_the_scope_is_not_parsed_again(monkeypatch):
-    config = driver.CompilerConfig.from_args(["-O3", "--lnc=2"])
+def test_the_scope_holds_strings_and_the_request_parses_them_with_the_platform_flags_once(monkeypatch):
     calls = _count_parses(monkeypatch)
-    with scoped_compiler_args(config):
+    with env.override(**{env.CC_FLAGS: "--auto-cast all"}), scoped_compiler_args(["-O3", "--lnc=2"]):
         request = resolve_request({}, seam="neuron")
-    assert calls == []
-    assert request.compiler_args == ["-O3", "--lnc=2", "--target", "trn2"]
-    assert request.config.pairs == (("-O", "3"), ("--lnc", "2"), ("--target", "trn2"))
-    with env.override(**{env.CC_FLAGS: "--auto-cast all"}), scoped_compiler_args(config):
-        request = resolve_request({}, seam="neuron")
-    assert calls == [["--auto-cast", "all"]], "only the platform's flags are parsed"
-    assert request.config.auto_cast == "all" and request.config.optlevel == 3
+    assert calls == [["-O3", "--lnc=2", "--auto-cast", "all"]], "one parse: the scope's list and the platform's flags"
+    assert request.compiler_args == ["-O3", "--lnc=2", "--auto-cast", "all", "--target", "trn2"]
+    assert request.config.pairs == (("-O", "3"), ("--lnc", "2"), ("--auto-cast", "all"), ("--target", "trn2"))
+    # a parsed configuration is a value, not an argument list: the scope takes its tokens
+    config = driver.CompilerConfig.from_args(["-O3"])
+    with pytest.raises(BackendOptionError, match=r"scoped_compiler_args must be a list of strings, got CompilerConfig"):
+        with scoped_compiler_args(config):
+            pass
+    with scoped_compiler_args(config.args):
+        assert resolve_request({}, seam="neuron").config.optlevel == 3
 
 
-def test_a_runners_decode_graph_parses_its_policys_list_once(monkeypatch, tmp_path):
-    """The runner validates the policy's list by parsing it and scopes the parsed configuration:
-    from the policy's answer to the built artifact, one parse (the platform adds no flags here)."""
+def test_a_runners_decode_graph_parses_its_policys_list_at_the_runner_and_at_the_request(monkeypatch, tmp_path):
+    """The runner validates the policy's list where it enters (a bad one names the policy) and
+    scopes its tokens; the compile request parses them into the compile's configuration. From the
+    policy's answer to the built artifact, those two parses and no other (the platform adds no
+    flags here)."""
     from types import SimpleNamespace
 
     from neuron_fixtures.policy import PolicyVLM
@@ -226,7 +230,7 @@ def test_a_runners_decode_graph_parses_its_policys_list_once(monkeypatch, tmp_pa
     with torch.no_grad():
         runner.run_site("decode", **runner.model.example_kwargs("decode"))
     torch._dynamo.reset()
-    assert calls == [["--model-type", "transformer", "-O3"]], f"parsed {len(calls)} times: {calls}"
+    assert calls == [["--model-type", "transformer", "-O3"]] * 2, f"parsed {len(calls)} times: {calls}"
     assert reference.get_dynamo_metrics(), "the decode graph was compiled"
 
 
@@ -344,7 +348,7 @@ def test_the_lowering_tool_keys_what_the_neuron_seam_serves():
         torch.compile(f, backend="neuron", dynamic=False)(x, w)
     torch._dynamo.reset()
     (record,) = reference.get_dynamo_metrics()
-    key = create_cache_hash(lowered.hlo, platform_compiler_config({}), lowered.input_specs)
+    key = create_cache_hash(lowered.hlo, platform_compiler_config({}).args, lowered.input_specs)
     assert record.graph_id == key
 
 
@@ -359,7 +363,7 @@ def test_an_atom_piece_loads_with_the_list_in_its_handle(monkeypatch):
     real = pipeline.serve
 
     def spying(lowering, ctx, **kwargs):
-        served.append(list(ctx.config))
+        served.append(list(ctx.config.args))
         return real(lowering, ctx, **kwargs)
 
     monkeypatch.setattr(pipeline, "serve", spying)

@@ -9,7 +9,6 @@ from hypothesis import strategies as st
 from reference.compiler.driver import (
     CompilerConfig,
     CompilerDriver,
-    format_pairs,
     parse_compiler_args,
 )
 from reference.core.errors import CompilerArgumentError, NEFFCompilationError
@@ -72,10 +71,12 @@ _VALID_PIECES = st.sampled_from(
 
 
 @given(st.lists(_VALID_PIECES, max_size=8))
-def test_canonical_form_round_trips(pieces):
-    tokens = [t for piece in pieces for t in piece]
-    pairs = parse_compiler_args(tokens)
-    assert parse_compiler_args(format_pairs(pairs)) == pairs
+def test_the_recorded_tokens_parse_back_to_the_same_configuration(pieces):
+    """An artifact's metadata records a config's tokens, and a staged graph compiles later from
+    the recorded list: parsed again, it must be the same configuration (the same key)."""
+    config = CompilerConfig.from_args([t for piece in pieces for t in piece])
+    again = CompilerConfig.from_args(list(config.args))
+    assert again == config and again.pairs == tuple(parse_compiler_args(list(config.args)))
 
 
 def test_each_level_gives_the_compiler_a_different_pipeline():
@@ -92,7 +93,7 @@ def test_the_artifact_comes_back_on_standard_output():
 def test_compiler_failure_carries_its_output_and_command_line():
     broken = "func.func @main(%a: tensor<4xf32>) -> tensor<4xf32> { %0 = stablehlo.not_an_op %a return %0 }"
     with pytest.raises(NEFFCompilationError) as info:
-        CompilerDriver().compile(broken, ["-O2"], graph_name="broken_graph")
+        CompilerDriver().compile(broken, CompilerConfig.from_args(["-O2"]), graph_name="broken_graph")
     err = info.value
     assert err.graph_name == "broken_graph"
     assert "error" in err.compiler_log.lower()
@@ -105,7 +106,7 @@ def test_a_valid_module_compiles_to_a_loadable_artifact():
     import torch
 
     text = "func.func @main(%a: tensor<4xf32>) -> tensor<4xf32> { %0 = stablehlo.add %a, %a : tensor<4xf32>\n return %0 : tensor<4xf32> }"
-    result = CompilerDriver().compile(text, ["-O3"])
+    result = CompilerDriver().compile(text, CompilerConfig.from_args(["-O3"]))
     assert result.artifact[:2] == b"PK" and b"module.fb" in result.artifact[:128]  # IREE VM archive
     out = LoadedArtifact(result.artifact, graph_name="double")(torch.arange(4, dtype=torch.float32))
     assert out[0].tolist() == [0.0, 2.0, 4.0, 6.0]
@@ -119,7 +120,7 @@ def test_a_one_thread_compile_builds_the_same_artifact():
         "  %0 = stablehlo.dot_general %a, %b, contracting_dims = [1] x [0] : (tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<8x8xf32>\n"
         "  %1 = stablehlo.add %0, %a : tensor<8x8xf32>\n  return %1 : tensor<8x8xf32>\n}"
     )
-    threaded = CompilerDriver().compile(text, ["-O2"])
+    threaded = CompilerDriver().compile(text, CompilerConfig.from_args(["-O2"]))
     single = CompilerDriver().compile(text, CompilerConfig.from_args(["-O2"]).on_one_thread())
     assert "--mlir-disable-threading" in single.command and "--mlir-disable-threading" not in threaded.command
     assert single.artifact == threaded.artifact

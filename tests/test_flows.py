@@ -116,12 +116,12 @@ def test_staged_checks_see_entries_grouped_by_graph_before_compiling(tmp_path):
 
 def test_native_guard_refuses_a_second_argument_set():
     reset_native_key_registry()
-    _assert_cache_key_args("k1", ["-O3", "--target", "trn2"], graph_name="g")
-    _assert_cache_key_args("k1", ["-O3", "--target=trn2"], graph_name="g")  # same flags, other spelling
+    _assert_cache_key_args("k1", CompilerConfig.from_args(["-O3", "--target", "trn2"]), graph_name="g")
+    _assert_cache_key_args("k1", CompilerConfig.from_args(["-O3", "--target=trn2"]), graph_name="g")  # same flags, other spelling
     with pytest.raises(CompilerArgsConflictError, match="'g'.*k1"):
-        _assert_cache_key_args("k1", ["-O2", "--target", "trn2"], graph_name="g")
+        _assert_cache_key_args("k1", CompilerConfig.from_args(["-O2", "--target", "trn2"]), graph_name="g")
     with pytest.raises(CompilerArgsConflictError, match="recorded"):
-        _assert_cache_key_args("k2", ["-O2"], graph_name="g", recorded=["-O3"])
+        _assert_cache_key_args("k2", CompilerConfig.from_args(["-O2"]), graph_name="g", recorded=["-O3"])
     reset_native_key_registry()
 
 

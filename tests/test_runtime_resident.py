@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from reference.compiler.driver import CompilerDriver
+from reference.compiler.driver import CompilerConfig, CompilerDriver
 from reference.core.specs import TensorSpec
 from reference.runtime import LoadedArtifact, _importable, _same
 
@@ -38,12 +38,12 @@ def _specs(dtype: str, *shapes):
 
 @pytest.fixture(scope="module")
 def linear_f32() -> bytes:
-    return CompilerDriver().compile(_LINEAR.format(t="f32"), []).artifact
+    return CompilerDriver().compile(_LINEAR.format(t="f32"), CompilerConfig.from_args([])).artifact
 
 
 @pytest.fixture(scope="module")
 def identity() -> bytes:
-    return CompilerDriver().compile(_IDENTITY, []).artifact
+    return CompilerDriver().compile(_IDENTITY, CompilerConfig.from_args([])).artifact
 
 
 def _load(artifact: bytes, dtype: str = "float32") -> LoadedArtifact:
@@ -142,7 +142,7 @@ func.func @main(%cache: tensor<4x8xf32>, %row: tensor<1x8xf32>, %i: tensor<i64>)
 @pytest.mark.parametrize("resident", [(), (0,)])
 def test_an_input_the_program_updates_in_place_is_never_the_callers_memory(resident):
     # IREE performs a returned dynamic update in the input's buffer; the caller's tensor must not change
-    artifact = CompilerDriver().compile(_UPDATE, []).artifact
+    artifact = CompilerDriver().compile(_UPDATE, CompilerConfig.from_args([])).artifact
     specs = [*_specs("float32", (4, 8), (1, 8)), TensorSpec("int64", (), ())]
     loaded = LoadedArtifact(artifact, graph_name="g_update", input_specs=specs, output_specs=_specs("float32", (4, 8)),
                             resident=resident)

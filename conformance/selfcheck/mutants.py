@@ -118,7 +118,7 @@ def capture_ignores_the_scope():
     def unscoped(lowered, ctx, **kwargs):
         import dataclasses
 
-        base = _module(_DRIVER).CompilerConfig.from_args([a for a in ctx.config if a not in ("-O2", "-O3")])
+        base = _module(_DRIVER).CompilerConfig.from_args([a for a in ctx.config.args if a not in ("-O2", "-O3")])
         return stage(lowered, dataclasses.replace(ctx, config=base), **kwargs)
 
     home.stage_graph = unscoped

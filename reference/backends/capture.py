@@ -99,7 +99,7 @@ def stage_graph(lowering: Lowering | LoweredGraph, ctx: BuildContext, *, directo
     staged = stage(lowering, ctx, directory)
     if dist.is_available() and dist.is_initialized():
         mark_staged_rank(staged.path, dist.get_rank())
-    CAPTURES.add({"key": staged.key, "graph_name": ctx.graph_name, "compiler_args": list(ctx.config), "directory": directory})
+    CAPTURES.add({"key": staged.key, "graph_name": ctx.graph_name, "compiler_args": list(ctx.config.args), "directory": directory})
     return staged
 
 

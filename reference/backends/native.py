@@ -51,17 +51,16 @@ class _KeyArgsRegistry:
         self._args: dict[str, tuple[tuple[str, str | None], ...]] = {}
         self._raw: dict[str, list[str]] = {}
 
-    def check_and_record(self, key: str, args: Sequence[str], graph_name: str) -> None:
-        canon = tuple(parse_compiler_args(args))  # a request's CompilerConfig: already parsed
+    def check_and_record(self, key: str, config: CompilerConfig, graph_name: str) -> None:
         with self._lock:
             seen = self._args.get(key)
             if seen is None:
-                self._args[key] = canon
-                self._raw[key] = list(args)
+                self._args[key] = config.pairs
+                self._raw[key] = list(config.args)
                 return
             first = self._raw[key]
-        if seen != canon:
-            raise CompilerArgsConflictError(key, graph_name, first, args, "earlier in this process")
+        if seen != config.pairs:
+            raise CompilerArgsConflictError(key, graph_name, first, config.args, "earlier in this process")
 
     def reset(self) -> None:
         with self._lock:
@@ -77,14 +76,17 @@ def reset_native_key_registry() -> None:
     _REGISTRY.reset()
 
 
-def _assert_cache_key_args(key: str, compiler_args: Sequence[str], *, graph_name: str, recorded: Sequence[str] | None = None) -> None:
-    """Raise :class:`CompilerArgsConflictError` if ``key`` was built with other arguments.
+def _assert_cache_key_args(
+    key: str, config: CompilerConfig, *, graph_name: str, recorded: Sequence[str] | None = None
+) -> None:
+    """Raise :class:`CompilerArgsConflictError` if ``key`` was built with other arguments than
+    ``config``'s (the same flags in another spelling are the same arguments).
 
     ``recorded`` is the list an existing cache entry was built with (``None``: unknown).
     """
-    if recorded is not None and tuple(parse_compiler_args(list(recorded))) != tuple(parse_compiler_args(compiler_args)):
-        raise CompilerArgsConflictError(key, graph_name, recorded, compiler_args, "recorded in the cache entry")
-    _REGISTRY.check_and_record(key, compiler_args, graph_name)
+    if recorded is not None and tuple(parse_compiler_args(list(recorded))) != config.pairs:
+        raise CompilerArgsConflictError(key, graph_name, recorded, config.args, "recorded in the cache entry")
+    _REGISTRY.check_and_record(key, config, graph_name)
 
 
 def _check_key_args(key: str, config: CompilerConfig, graph_name: str, recorded: Sequence[str] | None) -> None:

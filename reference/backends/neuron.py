@@ -33,11 +33,12 @@ from reference.backends import graph_breaks, inference_plan, precompile
 from reference.backends.api import preflight
 from reference.backends.debug_artifacts import DEBUG_ARTIFACTS
 from reference.backends.seam import Seam, serve_graph
+from reference.compiler.options import normalize_options
 from reference.compiler.request import CompileRequest, resolve_request
 from reference.core import env
 from reference.core.diagnostics import ensure_default_handler, warn_user
 from reference.core.errors import (
-    BackendOptionError, DynamicShapeError, LoweringError, NEFFCompilationError, NeuronBackendError,
+    DynamicShapeError, LoweringError, NEFFCompilationError, NeuronBackendError,
     TrainingUnsupportedError,
 )
 from reference.core.metrics import METRICS
@@ -50,38 +51,6 @@ from reference.pipeline import DEFAULT_KEY, CompiledGraph, lower
 from reference.spmd.errors import SPMDViolationError
 
 log = logging.getLogger(__name__)
-
-DEFAULT_TARGET_DEVICE = "cpu"
-
-# option -> (accepted types, what a value looks like, what it does); the only keys the backend reads.
-KNOWN_OPTIONS: dict[str, tuple[tuple[type, ...], str, str]] = {
-    "compiler_args": ((list, tuple, str, type(None)), "a list of strings (or one string)", "the compiler flags"),
-    "enable_fx_passes": ((bool,), "True or False", "whether the FX pass stage runs; default True"),
-    "target_device": ((str,), "a string", "the device the FX passes move graph constants to; default 'cpu'"),
-    "target": ((str,), "a string", "the target platform: trn2 or trn3"),
-}
-
-
-def normalize_options(options: Mapping[str, Any] | None) -> dict[str, Any]:
-    """Validate ``torch.compile(options=...)``: a dict or None; known keys of the right type."""
-    if options is None:
-        return {}
-    if not isinstance(options, Mapping):
-        raise BackendOptionError(f"options must be a dict or None, got {type(options).__name__}")
-    out = dict(options)
-    unknown = sorted(k for k in out if k not in KNOWN_OPTIONS)
-    if unknown:
-        warn_user(
-            f"neuron backend: options {unknown} are not read by this backend and are ignored; "
-            f"known options: {sorted(KNOWN_OPTIONS)}"
-        )
-    for k, (types, shape, meaning) in KNOWN_OPTIONS.items():
-        if k in out and not isinstance(out[k], types):
-            raise BackendOptionError(
-                f"options[{k!r}] must be {shape} ({meaning}), got {type(out[k]).__name__} {out[k]!r}"
-            )
-    return out
-
 
 def _aot_names() -> tuple[str, str]:
     tc = current_tracing_context()

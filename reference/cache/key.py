@@ -36,7 +36,7 @@ import json
 import re
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from reference.compiler.driver import compiler_version, host_identity, parse_compiler_args
+from reference.compiler.driver import CompilerConfig, compiler_version, host_identity, parse_compiler_args
 from reference.core.versions import __version__
 
 KEY_LENGTH = 32
@@ -119,21 +119,22 @@ def _groups_json(groups: Any) -> Any:
 
 def key_components(
     hlo: str | bytes,
-    compiler_args: str | Iterable[str] | None,
+    pairs: Iterable[tuple[str, str | None]],
     input_specs: Sequence[Any],
     versions: Mapping[str, str] | None = None,
     *,
     replica_groups: Any = None,
     hlo_normalizer: Callable[[str], str] | None = None,
 ) -> dict[str, Any]:
-    """The canonical, human-readable components that the key digests (the HLO as its sha256)."""
+    """The canonical, human-readable components that the key digests (the HLO as its sha256);
+    ``pairs``: the parsed compiler arguments (:attr:`CompilerConfig.pairs`)."""
 
     if hlo_normalizer is not None:
         text = hlo.decode() if isinstance(hlo, (bytes, bytearray)) else hlo
         hlo = hlo_normalizer(text)
     return {
         "hlo_sha256": hlo_digest(hlo),
-        "compiler_args": [[flag, value] for flag, value in parse_compiler_args(compiler_args)],
+        "compiler_args": [[flag, value] for flag, value in pairs],
         "input_specs": [_spec_json(s) for s in input_specs],
         "versions": {str(k): str(v) for k, v in sorted((versions if versions is not None else tool_versions()).items())},
         "replica_groups": _groups_json(replica_groups),
@@ -163,8 +164,30 @@ def create_cache_hash(
     user can see which component made two keys differ. Raises
     :class:`~reference.core.errors.CompilerArgumentError` for an argument list that does not parse.
     """
+    return _key(hlo, parse_compiler_args(compiler_args), input_specs, versions, breakdown=breakdown,
+                replica_groups=replica_groups, hlo_normalizer=hlo_normalizer)
+
+
+def config_cache_hash(
+    hlo: str | bytes,
+    config: CompilerConfig | None,
+    input_specs: Sequence[Any],
+    *,
+    breakdown: bool = False,
+    replica_groups: Any = None,
+    hlo_normalizer: Callable[[str], str] | None = None,
+) -> Any:
+    """:func:`create_cache_hash` of a compile's parsed configuration (the key the pipeline makes),
+    equal to ``create_cache_hash(hlo, config.args, ...)``; ``None`` keys without arguments (the
+    native seam's structure-and-shape key), like an empty list."""
+    pairs = config.pairs if config is not None else ()
+    return _key(hlo, pairs, input_specs, None, breakdown=breakdown, replica_groups=replica_groups,
+                hlo_normalizer=hlo_normalizer)
+
+
+def _key(hlo, pairs, input_specs, versions, *, breakdown: bool, replica_groups: Any, hlo_normalizer) -> Any:
     comps = key_components(
-        hlo, compiler_args, input_specs, versions, replica_groups=replica_groups, hlo_normalizer=hlo_normalizer
+        hlo, pairs, input_specs, versions, replica_groups=replica_groups, hlo_normalizer=hlo_normalizer
     )
     per = {name: _digest(_canon(comps[name])) for name in COMPONENTS}
     key = _digest(_canon(per))[:KEY_LENGTH]

@@ -38,7 +38,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Sequence as _SequenceABC
 from dataclasses import dataclass, field, replace
 from typing import Iterable, Sequence
 
@@ -93,12 +92,10 @@ def known_flags() -> list[str]:
     return sorted([*_VALUED, *_BARE, *OPT_SHORT])
 
 
-def split_args(args: "str | Iterable[str] | CompilerConfig | None") -> list[str]:
+def split_args(args: str | Iterable[str] | None) -> list[str]:
     """Tokenize an argument list given as a string or as a list (whose items may hold spaces)."""
     if args is None:
         return []
-    if isinstance(args, CompilerConfig):
-        return list(args.args)
     if isinstance(args, str):
         return _shell_split(args)
     tokens: list[str] = []
@@ -124,16 +121,14 @@ def _shell_split(text: str) -> list[str]:
 _FLAG_EQ = re.compile(r"^\s*--[\w-]+=")
 
 
-def parse_compiler_args(args: "str | Iterable[str] | CompilerConfig | None") -> list[tuple[str, str | None]]:
-    """Parse an argument list into ``(flag, value)`` pairs, in order.
+def parse_compiler_args(args: str | Iterable[str] | None) -> list[tuple[str, str | None]]:
+    """Parse a loose argument list into ``(flag, value)`` pairs, in order (what a
+    :class:`CompilerConfig` holds as ``pairs``).
 
     ``--flag=value`` and ``--flag value`` give the same pair; ``-O3`` gives ``("-O", "3")`` and so
     does ``--optlevel 3``. Raises :class:`CompilerArgumentError` for an unknown flag, a missing or
-    unaccepted value, or a stray token. A :class:`CompilerConfig` is already parsed: its pairs are
-    returned as they are.
+    unaccepted value, or a stray token.
     """
-    if isinstance(args, CompilerConfig):
-        return list(args.pairs)
     if args is None:  # no list (the native key leaves the arguments out): nothing to parse
         return []
     return _parse_tokens(split_args(args))
@@ -182,31 +177,16 @@ def _accepted(flag: str) -> str:
     return "|".join(allowed) if allowed else "any non-empty value"
 
 
-def format_pairs(pairs: Sequence[tuple[str, str | None]]) -> list[str]:
-    """The canonical token list for parsed pairs (``-O3``, ``--target trn2`` as two tokens)."""
-    out: list[str] = []
-    for flag, value in pairs:
-        if flag == "-O":
-            out.append(f"-O{value}")
-        elif value is None:
-            out.append(flag)
-        elif value.startswith("-") or any(c.isspace() for c in value):
-            out.append(f"{flag}={value}")  # the two-token form would read the value as a flag
-        else:
-            out.extend([flag, value])
-    return out
-
-
 @dataclass(frozen=True)
-class CompilerConfig(_SequenceABC):
+class CompilerConfig:
     """An argument list, parsed once: its tokens (``args``, as resolved), their ``(flag, value)``
     pairs and what they mean (the last occurrence of a flag wins).
 
-    It is also the sequence of its tokens, so it goes wherever an argument list goes (the artifact
-    metadata records ``list(config)``), while the parsers take it as already parsed
-    (:func:`parse_compiler_args`, :meth:`from_args`, the cache key). ``one_thread`` is how this
-    compile runs (``--mlir-disable-threading``), not what it builds: it is in neither the pairs nor
-    the key.
+    A plain value: a compile request makes one (:func:`~reference.compiler.request.resolve_request`)
+    and everything below it (the key, the driver, the metadata) takes it, reading ``pairs`` or
+    ``args``; loose lists are parsed with :meth:`from_args` at the public edges. ``one_thread`` is
+    how this compile runs (``--mlir-disable-threading``), not what it builds: it is in neither the
+    pairs nor the key, and two configs that differ only in it are equal.
     """
 
     pairs: tuple[tuple[str, str | None], ...]
@@ -219,9 +199,8 @@ class CompilerConfig(_SequenceABC):
     one_thread: bool = field(default=False, compare=False)
 
     @classmethod
-    def from_args(cls, args: "str | Iterable[str] | CompilerConfig | None") -> "CompilerConfig":
-        if isinstance(args, CompilerConfig):
-            return args
+    def from_args(cls, args: str | Iterable[str] | None) -> "CompilerConfig":
+        """Parse a loose argument list (a string, a list of strings, ``None`` for none)."""
         tokens = split_args(args)
         return cls.from_pairs(_parse_tokens(tokens), tokens)
 
@@ -247,25 +226,8 @@ class CompilerConfig(_SequenceABC):
         one-thread compiles 3.3 s). MLIR's output is the same either way."""
         return replace(self, one_thread=on)
 
-    def __iter__(self):
-        return iter(self.args)
-
-    def __len__(self) -> int:
-        return len(self.args)
-
-    def __getitem__(self, index):
-        return self.args[index]
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, CompilerConfig):
-            return self.pairs == other.pairs and self.args == other.args
-        return NotImplemented
-
     def __repr__(self) -> str:
         return f"CompilerConfig({list(self.args)!r})"
-
-    def canonical_args(self) -> list[str]:
-        return format_pairs(self.pairs)
 
     def iree_args(self) -> list[str]:
         args = [
@@ -396,12 +358,10 @@ class CompilerDriver:
         threads = ["--mlir-disable-threading"] if config.one_thread else []
         return [self.executable, "-", *config.iree_args(), *threads, "-o", "-"]
 
-    def compile(
-        self, hlo_text: str, compiler_args: "str | Iterable[str] | CompilerConfig | None", *, graph_name: str | None = None
-    ) -> CompileResult:
-        """Compile StableHLO text; raises :class:`NEFFCompilationError` with the compiler's output.
-        A :class:`CompilerConfig` (what a compile request carries) is used as it is, unparsed."""
-        config = CompilerConfig.from_args(compiler_args)
+    def compile(self, hlo_text: str, config: CompilerConfig, *, graph_name: str | None = None) -> CompileResult:
+        """Compile StableHLO text under ``config`` (a compile request's, or
+        ``CompilerConfig.from_args(...)``); raises :class:`NEFFCompilationError` with the compiler's
+        output."""
         cmd = self.command_line(config)
         start = time.perf_counter()
         try:

@@ -19,7 +19,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping, Sequence
 
 from reference.compiler.driver import CompilerConfig
-from reference.compiler.scope import current_scoped_config, platform_compiler_config
+from reference.compiler.options import OPTIONS, option
+from reference.compiler.scope import current_scoped_compiler_args, platform_compiler_config
 from reference.core import env
 from reference.core.build_settings import BuildSettings, CacheRoots
 from reference.core.errors import BackendOptionError
@@ -76,8 +77,8 @@ class CompileRequest:
     threads: int = 0
     model_name: str = "model_default"
     rank: int = 0
-    enable_fx_passes: bool = True
-    target_device: str = "cpu"
+    enable_fx_passes: bool = OPTIONS["enable_fx_passes"].default
+    target_device: str = OPTIONS["target_device"].default
 
     @property
     def cache(self) -> CacheRoots:
@@ -121,7 +122,7 @@ def resolve_request(
     :class:`~reference.core.errors.EnvVarError` for a malformed variable.
     """
     options = dict(options or {})
-    scoped = current_scoped_config()
+    scoped = current_scoped_compiler_args()
     if scoped is not None:
         options["compiler_args"] = scoped
     config = platform_compiler_config(options)
@@ -134,8 +135,8 @@ def resolve_request(
         thresholds=dict(thresholds or {}),
         model_name=get_model_name(),
         rank=get_rank(),
-        enable_fx_passes=bool(options.get("enable_fx_passes", True)),
-        target_device=str(options.get("target_device", "cpu")),
+        enable_fx_passes=bool(option(options, "enable_fx_passes")),
+        target_device=str(option(options, "target_device")),
     )
 
 

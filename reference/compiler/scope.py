@@ -5,8 +5,8 @@ runner resolves the list (it calls the model's policy), opens ``scoped_compiler_
 the call that compiles, and every seam's compile request (:mod:`reference.compiler.request`) takes
 the scope's list before the platform arguments and before the cache key
 (:func:`apply_scoped_compiler_args` is the same step on an options dict). The backend never calls
-model code. A runner that has parsed its list may scope the
-:class:`~reference.compiler.driver.CompilerConfig` itself: it is not parsed again.
+model code. The scope holds the list as given (strings); the request parses it, with the platform
+arguments, into the one :class:`~reference.compiler.driver.CompilerConfig` of the compile.
 
 The scope is a ``contextvars.ContextVar``: nested scopes restore the outer value on exit (also on
 an exception), and threads and asyncio tasks each see their own value.
@@ -23,23 +23,19 @@ from reference.core.diagnostics import warn_user
 from reference.compiler.driver import DEFAULT_TARGET, TARGETS, CompilerConfig, parse_compiler_args, split_args
 from reference.core.errors import BackendOptionError, CompilerArgumentError
 
-_scoped: contextvars.ContextVar[list[str] | CompilerConfig | None] = contextvars.ContextVar(
-    "neuron_scoped_compiler_args", default=None
-)
+_scoped: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar("neuron_scoped_compiler_args", default=None)
 
 
-def _check_list(args: Any, what: str) -> list[str] | CompilerConfig:
-    if isinstance(args, CompilerConfig):  # already parsed (and immutable): kept as it is
-        return args
+def _check_list(args: Any, what: str) -> list[str]:
     if isinstance(args, (str, bytes)) or not isinstance(args, Sequence) or not all(isinstance(a, str) for a in args):
         raise BackendOptionError(f"{what} must be a list of strings, got {args!r}")
     return list(args)
 
 
 @contextlib.contextmanager
-def scoped_compiler_args(compiler_args: Sequence[str] | CompilerConfig | None) -> Iterator[None]:
-    """Compile graphs in this block with ``compiler_args`` (``None``: no override). A
-    :class:`~reference.compiler.driver.CompilerConfig` is taken as already parsed."""
+def scoped_compiler_args(compiler_args: Sequence[str] | None) -> Iterator[None]:
+    """Compile graphs in this block with ``compiler_args``, a list of strings (``None``: no
+    override); :class:`BackendOptionError` for anything else."""
     value = None if compiler_args is None else _check_list(compiler_args, "scoped_compiler_args")
     token = _scoped.set(value)
     try:
@@ -51,11 +47,6 @@ def scoped_compiler_args(compiler_args: Sequence[str] | CompilerConfig | None) -
 def current_scoped_compiler_args() -> list[str] | None:
     value = _scoped.get()
     return None if value is None else list(value)
-
-
-def current_scoped_config() -> list[str] | CompilerConfig | None:
-    """The scope's value as it was given (a parsed config stays one): what a request is made from."""
-    return _scoped.get()
 
 
 def apply_scoped_compiler_args(options: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -71,7 +62,7 @@ def apply_platform_compiler_args(options: Mapping[str, Any] | None) -> dict[str,
     """Append ``NEURON_CC_FLAGS`` and make the target explicit (see :func:`platform_compiler_config`);
     ``options["compiler_args"]`` becomes the resolved token list."""
     options = dict(options or {})
-    options["compiler_args"] = list(platform_compiler_config(options))
+    options["compiler_args"] = list(platform_compiler_config(options).args)
     return options
 
 
@@ -97,16 +88,13 @@ def platform_compiler_config(options: Mapping[str, Any] | None) -> CompilerConfi
     except CompilerArgumentError as exc:
         exc.message += f" (in NEURON_CC_FLAGS={cc_flags!r}: fix or unset the variable)"
         raise
+    args = args + extra
     try:
-        if isinstance(given, CompilerConfig):  # parsed already: only the platform's flags are new
-            pairs = list(given.pairs) + (parse_compiler_args(extra) if extra else [])
-        else:
-            pairs = parse_compiler_args(args + extra)
+        pairs = parse_compiler_args(args)
     except CompilerArgumentError as exc:
         if extra:
             exc.message += f" (NEURON_CC_FLAGS={cc_flags!r} is part of the list)"
         raise
-    args = args + extra
     override = env.get(env.PLATFORM_TARGET_OVERRIDE)
     in_args = [value for flag, value in pairs if flag == "--target"]
     if in_args and override and in_args[-1] != override:

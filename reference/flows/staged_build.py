@@ -157,7 +157,7 @@ def check_staged_graphs(groups: Mapping[str, Sequence[StagedGraph]]) -> None:
 def resolve_staged_args(entry: StagedGraph, base_compiler_args: Sequence[str] | None) -> tuple[list[str], str]:
     """The argument list a staged graph compiles with, and where it came from."""
     config, source = staged_config(entry, base_compiler_args)
-    return list(config), source
+    return list(config.args), source
 
 
 def staged_config(entry: StagedGraph, base_compiler_args: Sequence[str] | None) -> tuple[CompilerConfig, str]:
@@ -290,7 +290,7 @@ def _keyed(staged: list[StagedGraph], base_compiler_args: Sequence[str] | None):
         key, _ = cache_key(
             lowering.graph, config, replica_groups=lowering.replica_groups, key_policy=staged_key_policy(entry)
         )
-        records.append(CompiledGraphRecord(entry.graph_name, entry.key, key, list(config), source))
+        records.append(CompiledGraphRecord(entry.graph_name, entry.key, key, list(config.args), source))
         by_key.setdefault(key, (entry, config))
     return records, by_key
 

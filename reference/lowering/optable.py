@@ -38,7 +38,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 
-from reference.compiler.driver import CompilerDriver
+from reference.compiler.driver import CompilerConfig, CompilerDriver
 from reference.core.errors import LoweringError, NEFFCompilationError
 from reference.lowering.stablehlo import decomposition_table, lower_to_stablehlo
 from reference.runtime import LoadedArtifact
@@ -287,7 +287,7 @@ class Prober:
         args = _tensors(samples)
         try:
             lowered = lower_to_stablehlo(gm, graph_name="probe_batch")
-            artifact = CompilerDriver().compile(lowered.hlo, None, graph_name="probe_batch").artifact
+            artifact = CompilerDriver().compile(lowered.hlo, CompilerConfig.from_args(None), graph_name="probe_batch").artifact
             loaded = LoadedArtifact(artifact, graph_name="probe_batch", input_specs=lowered.input_specs,
                                     output_specs=lowered.output_specs)
             outputs = _flat(loaded(*args))

@@ -4,7 +4,7 @@ the artifact."""
 
 from __future__ import annotations
 
-from reference.cache.key import create_cache_hash, tool_versions
+from reference.cache.key import config_cache_hash, tool_versions
 from reference.compiler.driver import CompilerConfig
 from reference.compiler.request import DEFAULT_KEY, KEY_POLICIES, NATIVE_KEY, KeyPolicy
 from reference.core.schema import ArtifactMetadata
@@ -20,7 +20,7 @@ def cache_key(
     hlo_normalizer=None,
 ) -> tuple[str, dict]:
     """The artifact key of a lowered graph and its breakdown (the one place a seam's key is made)."""
-    return create_cache_hash(
+    return config_cache_hash(
         lowered.hlo, config if key_policy.compiler_args_in_key else None, lowered.input_specs, breakdown=True,
         replica_groups=replica_groups, hlo_normalizer=hlo_normalizer,
     )

@@ -57,10 +57,10 @@ def check_graph_type(graph_type: Any) -> None:
     )
 
 
-def check_policy_result(result: Any, graph_type: str, policy: Callable) -> CompilerConfig:
-    """The policy's list, validated and parsed (once: the scope takes the parsed configuration,
-    and the compile request does not parse it again); raises :class:`CompilerArgsPolicyError`
-    naming the graph type."""
+def check_policy_result(result: Any, graph_type: str, policy: Callable) -> list[str]:
+    """The policy's list, validated here (so a bad list names the graph type and the policy, not
+    the compile that would have parsed it); raises :class:`CompilerArgsPolicyError`. The scope
+    takes the list, and the compile request parses it into the compile's configuration."""
     name = getattr(policy, "__qualname__", repr(policy))
     if isinstance(result, (str, bytes)) or not isinstance(result, Sequence) or not all(isinstance(a, str) for a in result):
         raise CompilerArgsPolicyError(
@@ -68,7 +68,7 @@ def check_policy_result(result: Any, graph_type: str, policy: Callable) -> Compi
             "return the full argument list, for example with_optimization_level(base, 3)"
         )
     try:
-        return CompilerConfig.from_args(list(result))
+        return list(CompilerConfig.from_args(list(result)).args)  # its tokens, as the compile will split them
     except CompilerArgumentError as exc:
         raise CompilerArgsPolicyError(f"compiler_args_for({graph_type!r}) ({name}) returned {list(result)!r}: {exc}") from None
 
@@ -134,12 +134,8 @@ class NeuronModelRunner:
 
     # --- the resolver -------------------------------------------------------------------------------
     def resolve_graph_compiler_args(self, graph_type: str | None) -> list[str] | None:
-        """The concrete list for ``graph_type``, or ``None`` for no per-graph override."""
-        config = self.resolve_graph_config(graph_type)
-        return None if config is None else list(config.args)
-
-    def resolve_graph_config(self, graph_type: str | None) -> CompilerConfig | None:
-        """:meth:`resolve_graph_compiler_args` parsed: what the compile sites scope."""
+        """The concrete list for ``graph_type`` (validated), or ``None`` for no per-graph override:
+        what the compile sites scope."""
         check_graph_type(graph_type)
         if not self._per_graph_compiler_args or graph_type is None:
             return None
@@ -159,15 +155,15 @@ class NeuronModelRunner:
 
     def _plain_decode_capture(self, **kwargs: Any) -> Any:
         """The decode warm-up."""
-        with scoped_compiler_args(self.resolve_graph_config("decode")):
+        with scoped_compiler_args(self.resolve_graph_compiler_args("decode")):
             return self._compiled()(**kwargs)
 
     def _plain_decode_forward(self, **kwargs: Any) -> Any:
-        with scoped_compiler_args(self.resolve_graph_config("decode")):
+        with scoped_compiler_args(self.resolve_graph_compiler_args("decode")):
             return self._compiled()(**kwargs)
 
     def jump_forward(self, **kwargs: Any) -> Any:
-        with scoped_compiler_args(self.resolve_graph_config("jf")):
+        with scoped_compiler_args(self.resolve_graph_compiler_args("jf")):
             return self._compiled()(**kwargs)
 
     def execute_encoder(self, **kwargs: Any) -> Any:
@@ -186,7 +182,7 @@ class NeuronModelRunner:
         if graph_type == "prefill" or graph_type is None:
             return self.prefill_forward(**kwargs)
         # spec_verify and every graph type the runner has no site of its own for (open types).
-        with scoped_compiler_args(self.resolve_graph_config(graph_type)):
+        with scoped_compiler_args(self.resolve_graph_compiler_args(graph_type)):
             return self._compiled()(**kwargs)
 
     def warmup(self, graph_types: Sequence[str | None] = ("prefill", "decode")) -> None:
