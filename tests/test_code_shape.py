@@ -90,7 +90,7 @@ def test_no_function_runs_past_80_lines():
 
 #: The path a graph takes from the seam's door (``compile_fx_graph``) down: the seams, their
 #: actions and the pipeline.
-REQUEST_PATH = ("reference/pipeline/", "reference/backends/seam.py", "reference/backends/neuron.py",
+REQUEST_PATH = ("reference/pipeline/", "reference/backends/seam.py", "reference/backends/neuron.py", "reference/backends/compile_entry.py",
                 "reference/backends/native.py", "reference/backends/capture.py", "reference/backends/inference_plan.py")
 #: What a function on that path takes as "the graph and its inputs" (in one of its forms: Dynamo's
 #: graph, an ATen graph, a lowering, a lowered module, a built artifact, a staged entry).
@@ -127,3 +127,19 @@ def test_the_parameter_count_sees_a_wide_function():
     narrow = ast.parse("def serve(self, lowering, ctx, *, eager=None, resident=None, nones=()): ...").body[0]
     assert _parameters(wide) == ["compiler_args", "graph_name", "model_name", "key_policy", "settings"]
     assert len(_parameters(narrow)) == MAX_PARAMETERS
+
+
+def test_module_names_are_unique_across_the_reference():
+    """A module name means one thing in reference/: no two modules share a name, and no module is
+    named like a package (``pipeline/lowering.py`` beside ``lowering/`` once was). Each package's
+    own ``errors.py`` is the one allowed repeat."""
+    seen: dict[str, list[str]] = {}
+    for path in sorted((ROOT / "reference").rglob("*.py")):
+        if path.name == "__init__.py" or path.name == "errors.py":
+            continue
+        seen.setdefault(path.stem, []).append(str(path.relative_to(ROOT)))
+    for folder in sorted((ROOT / "reference").rglob("*/")):
+        if (folder / "__init__.py").exists():
+            seen.setdefault(folder.name, []).append(str(folder.relative_to(ROOT)) + "/")
+    shared = {name: places for name, places in seen.items() if len(places) > 1}
+    assert not shared, f"names used twice in reference/ (rename one): {shared}"

@@ -187,7 +187,7 @@ def test_a_failing_fx_pass_falls_back_to_eager_when_fallback_is_on(monkeypatch):
     is a stand-in added to a private pass manager (no compiler runs)."""
     import torch
 
-    from reference.backends import neuron
+    from reference.backends import compile_entry
     from reference.fx_passes import FXPass, FXPassManager
 
     class Broken(FXPass):
@@ -199,7 +199,7 @@ def test_a_failing_fx_pass_falls_back_to_eager_when_fallback_is_on(monkeypatch):
             raise RuntimeError("this pass always fails")
 
     manager = FXPassManager().add_pass(Broken())
-    monkeypatch.setattr(neuron, "get_default_pass_manager", lambda: manager)
+    monkeypatch.setattr(compile_entry, "get_default_pass_manager", lambda: manager)
     x = torch.randn(3, 4)
 
     def f(x):

@@ -15,7 +15,7 @@ import pytest
 import torch
 from hypothesis import given, settings, strategies as st
 
-from reference.backends import inference_plan, neuron
+from reference.backends import aot_autograd, inference_plan
 from reference.cache.plan_cache import PlanCache, create_plan_key, graph_digest, input_signature, plan_cache
 from reference.core.build_settings import CacheRoots
 from reference.core import env
@@ -43,7 +43,7 @@ def no_aot(monkeypatch):
         raise AssertionError("AOT Autograd traced a graph that has a plan")
 
     def arm():
-        monkeypatch.setattr(neuron, "_aot", refuse)
+        monkeypatch.setattr(aot_autograd, "trace_aten_graphs", refuse)
 
     return arm
 

@@ -15,7 +15,7 @@ from torch import nn
 from torch.fx.experimental.proxy_tensor import make_fx
 
 import reference
-from reference.backends.neuron import _BackwardGraph
+from reference.backends.aot_autograd import BackwardGraph
 from reference.core.errors import NEFFCompilationError, TrainingUnsupportedError
 from reference.lowering.decompositions import convolution_backward, flash_attention_backward
 from reference.core.build_settings import BuildSettings
@@ -192,13 +192,13 @@ def _failing_build():
 
 
 def test_a_backward_graph_that_fails_to_build_raises_by_default():
-    graph = _BackwardGraph(_failing_build, _backward_gm(), "m_0_backward_0", fallback=False)
+    graph = BackwardGraph(_failing_build, _backward_gm(), "m_0_backward_0", fallback=False)
     with pytest.raises(NEFFCompilationError, match="m_0_backward_0"):
         graph(torch.ones(2), torch.ones(2))
 
 
 def test_a_backward_graph_that_fails_to_build_runs_eagerly_with_the_fallback():
-    graph = _BackwardGraph(_failing_build, _backward_gm(), "m_0_backward_0", fallback=True)
+    graph = BackwardGraph(_failing_build, _backward_gm(), "m_0_backward_0", fallback=True)
     with pytest.warns(UserWarning, match="running the graph eagerly.*m_0_backward_0"):
         out = graph(torch.full((2,), 2.0), torch.full((2,), 3.0))
     assert torch.equal(out[0], torch.full((2,), 6.0)) and out[1] is None

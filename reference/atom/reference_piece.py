@@ -10,7 +10,7 @@ compile and drops the rest from the call:
 
 - the piece graph is specialised to the sizes of the call (its size arguments become constants)
   and compiled once per set of sizes through the seam's own compile path
-  (:func:`reference.backends.neuron.compile_fx_graph`: option scopes, FX passes, AOT Autograd, the
+  (:func:`reference.backends.compile_entry.compile_fx_graph`: option scopes, FX passes, AOT Autograd, the
   HLO and NEFF caches), inside a tracing context of its own so that AOT Autograd's metadata tells
   which inputs the graph writes;
 - the piece's weights (parameters, and the tensors Dynamo marked static: module buffers) are
@@ -153,7 +153,7 @@ class ReferencePiece:
 
     def _compile(self, args: Sequence[Any]) -> Callable[[list], Any]:
         # the seam and the pipeline sit on lower floors; imported here to keep importing this cheap
-        from reference.backends.neuron import compile_fx_graph
+        from reference.backends.compile_entry import compile_fx_graph
         from reference.backends.seam import Seam
         from reference.compiler.scope import scoped_compiler_args
         from reference.backends.inference_plan import plan_for

@@ -24,7 +24,7 @@ from typing import Any, Callable, Iterator, Mapping
 import torch
 import torch.distributed as dist
 
-from reference.backends.neuron import compile_fx_graph, opt_into_graph_breaks
+from reference.backends.compile_entry import compile_fx_graph, opt_into_graph_breaks
 from reference.backends.seam import Seam
 from reference.compiler.request import CompileRequest, key_policy_named
 from reference.cache.staging import StagedGraph, read_staged

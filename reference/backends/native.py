@@ -8,7 +8,7 @@ compiled first would silently serve both. :func:`_assert_cache_key_args` refuses
 within a process (a registry of the arguments each key was built with) and across processes (the
 arguments recorded in the cache entry's metadata). A nondeterministic model policy is caught here.
 
-Like every seam it enters through :func:`reference.backends.neuron.compile_fx_graph`, whose compile
+Like every seam it enters through :func:`reference.backends.compile_entry.compile_fx_graph`, whose compile
 request applies the scope before the platform arguments and before the key.
 """
 
@@ -20,7 +20,7 @@ from typing import Any, Mapping, Sequence
 
 import torch
 
-from reference.backends.neuron import compile_fx_graph, opt_into_graph_breaks
+from reference.backends.compile_entry import compile_fx_graph, opt_into_graph_breaks
 from reference.backends.seam import Seam, serve_graph
 from reference.compiler.driver import CompilerConfig, parse_compiler_args
 from reference.core.errors import NeuronBackendError

@@ -14,7 +14,7 @@ says
 - whether it opts into the backend's forced graph breaks (``graph_breaks``), and
 - whether inference plans apply (``plans``; a seam that opts out says why in ``no_plans_because``).
 
-The one door is :func:`reference.backends.neuron.compile_fx_graph`: it resolves the compile
+The one door is :func:`reference.backends.compile_entry.compile_fx_graph`: it resolves the compile
 request, runs the FX passes and AOT Autograd, and hands each ATen graph to :meth:`Seam.graph`.
 """
 

@@ -13,7 +13,7 @@ from typing import Any, Callable, Mapping
 
 import torch
 
-from reference.backends.neuron import seam_backend
+from reference.backends.compile_entry import seam_backend
 from reference.backends.seam import Seam
 from reference.pipeline import BuildContext, Lowering, build, lower
 
@@ -27,7 +27,7 @@ def run_seam(
     options: Mapping[str, Any] | None = None,
 ) -> None:
     """Run ``model(*args, **kwargs)`` once under Dynamo through ``seam`` (the one door,
-    :func:`~reference.backends.neuron.compile_fx_graph`, with the seam's graph breaks), without
+    :func:`~reference.backends.compile_entry.compile_fx_graph`, with the seam's graph breaks), without
     gradients, from a clean Dynamo state and leaving one. The tools that trace without serving
     (lowering, building) use it."""
     torch.compiler.reset()

@@ -28,11 +28,11 @@ up again (:func:`staged_lowering`) and builds it. The seams decide *which* argum
 apply; this package does the work that is the same for all of them. docs/request_flow.md shows
 where it sits on the way from ``torch.compile`` to a compiled graph.
 
-The package, by step: :mod:`~reference.pipeline.lowering` (the strategies and :func:`lower`),
+The package, by step: :mod:`~reference.pipeline.strategies` (the strategies and :func:`lower`),
 :mod:`~reference.pipeline.context` (:class:`BuildContext`),
-:mod:`~reference.pipeline.keys` (:func:`lowering_key`; :class:`KeyPolicy` comes from the request),
+:mod:`~reference.pipeline.artifact_keys` (:func:`lowering_key`; :class:`KeyPolicy` comes from the request),
 :mod:`~reference.pipeline.building` (:func:`build`), :mod:`~reference.pipeline.serving`
-(:func:`load`, :func:`compile_aten_graph`, :func:`serve`) and :mod:`~reference.pipeline.staging`
+(:func:`load`, :func:`compile_aten_graph`, :func:`serve`) and :mod:`~reference.pipeline.deferred`
 (:func:`stage`, :func:`staged_lowering`). Import from the package: the names below are its interface.
 """
 
@@ -40,15 +40,15 @@ from __future__ import annotations
 
 from reference.pipeline.context import BuildContext
 from reference.pipeline.building import build, build_artifact, neff_cache, record_graph_metrics
-from reference.pipeline.keys import (
+from reference.pipeline.artifact_keys import (
     DEFAULT_KEY, KEY_POLICIES, NATIVE_KEY, KeyPolicy, build_metadata, cache_key, lowering_key,
 )
-from reference.pipeline.lowering import (
+from reference.pipeline.strategies import (
     SINGLE_MODULE, SPMD_PROGRAM, BuiltArtifact, KeyMaterial, Lowering, LoweringStrategy, has_collectives, lower, lower_cached,
     pass_identity, strategy_for,
 )
 from reference.pipeline.serving import CompiledGraph, compile_aten_graph, float64_policy, load, serve, static_input_indices
-from reference.pipeline.staging import stage, staged_context, staged_key_policy, staged_lowering
+from reference.pipeline.deferred import stage, staged_context, staged_key_policy, staged_lowering
 
 __all__ = [
     "BuildContext", "BuiltArtifact", "CompiledGraph", "DEFAULT_KEY", "KEY_POLICIES", "KeyMaterial", "KeyPolicy", "Lowering",

@@ -17,8 +17,8 @@ from reference.core.schema import ArtifactMetadata
 from reference.core.specs import LoweredGraph
 from reference.spmd.coordination import store_coordinator
 from reference.pipeline.context import BuildContext
-from reference.pipeline.keys import build_metadata, lowering_key
-from reference.pipeline.lowering import BuiltArtifact, Lowering
+from reference.pipeline.artifact_keys import build_metadata, lowering_key
+from reference.pipeline.strategies import BuiltArtifact, Lowering
 
 log = logging.getLogger("reference.pipeline")  # the package's one logger (docs/logging.md)
 

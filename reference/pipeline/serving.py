@@ -18,7 +18,7 @@ from reference.core.torch_compat import current_tracing_context
 from reference.lowering.stablehlo import none_outputs, with_none_outputs
 from reference.pipeline.building import build, neff_cache, record_graph_metrics
 from reference.pipeline.context import BuildContext
-from reference.pipeline.lowering import BuiltArtifact, Lowering, lower
+from reference.pipeline.strategies import BuiltArtifact, Lowering, lower
 
 log = logging.getLogger("reference.pipeline")  # the package's one logger (docs/logging.md)
 

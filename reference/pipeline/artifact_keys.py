@@ -9,7 +9,7 @@ from reference.compiler.driver import CompilerConfig
 from reference.compiler.request import DEFAULT_KEY, KEY_POLICIES, NATIVE_KEY, KeyPolicy
 from reference.core.schema import ArtifactMetadata
 from reference.core.specs import LoweredGraph
-from reference.pipeline.lowering import Lowering
+from reference.pipeline.strategies import Lowering
 
 
 __all__ = ["DEFAULT_KEY", "KEY_POLICIES", "NATIVE_KEY", "KeyPolicy", "build_metadata", "cache_key", "lowering_key"]

@@ -10,8 +10,8 @@ from reference.cache.staging import StagedGraph, write_staged
 from reference.compiler.driver import CompilerConfig
 from reference.core.build_settings import BuildSettings
 from reference.pipeline.context import BuildContext
-from reference.pipeline.keys import DEFAULT_KEY, KEY_POLICIES, KeyPolicy, build_metadata, lowering_key
-from reference.pipeline.lowering import SINGLE_MODULE, SPMD_PROGRAM, Lowering
+from reference.pipeline.artifact_keys import DEFAULT_KEY, KEY_POLICIES, KeyPolicy, build_metadata, lowering_key
+from reference.pipeline.strategies import SINGLE_MODULE, SPMD_PROGRAM, Lowering
 
 
 def stage(lowering: Lowering, ctx: BuildContext, directory: str) -> StagedGraph:
