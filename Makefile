@@ -42,7 +42,7 @@ conformance: $(STAMP)
 # Everything CI checks: the import layers, unit tests and the conformance suite in parallel, then the
 # reference's checked-in support matrix against the one this run wrote (the run is fresh: its caches
 # are its own; make slow runs the probes again as another machine would).
-# The selfcheck lane (tests/test_selfcheck.py) is part of it; its per-mutant results become reports/selfcheck.md.
+# The selfcheck lane (tests/suite/test_selfcheck.py) is part of it; its per-mutant results become reports/selfcheck.md.
 # Tests marked slow (multi-process SPMD worlds, torchrun hosts, store coordination, processes racing
 # on one cache key, the Ray cluster, the CI groups' pytest runs, whole-suite runs of the honest
 # adapters) are left to `make slow`, a CI lane of its own, so this stays the quick local command.
@@ -62,7 +62,7 @@ test: $(STAMP) lint-workflows
 # reports/coverage/, so make test's stay as they were. A report, not a gate: nothing fails on a figure.
 coverage: $(STAMP)
 	rm -f .coverage .coverage.*
-	$(PYTEST) -n $(JOBS) -m "not slow" --ignore=tests/test_selfcheck.py -q --durations=10 \
+	$(PYTEST) -n $(JOBS) -m "not slow" --ignore=tests/suite/test_selfcheck.py -q --durations=10 \
 		--conformance-report-dir reports/coverage --cov --cov-report=xml:reports/coverage.xml; \
 	status=$$?; $(PY) -m coverage report | tee reports/coverage.txt | tail -n 3; exit $$status
 
@@ -135,7 +135,7 @@ strict: $(STAMP)
 # writes reports/selfcheck.md (kill rate, and per mutant the contract and the tests that caught it).
 selfcheck: $(STAMP)
 	rm -rf reports/selfcheck
-	SELFCHECK_CONTROL=1 $(PYTEST) tests/test_selfcheck.py -n 2 -p no:cacheprovider; \
+	SELFCHECK_CONTROL=1 $(PYTEST) tests/suite/test_selfcheck.py -n 2 -p no:cacheprovider; \
 	status=$$?; $(PY) -m conformance.selfcheck.report; exit $$status
 
 # The whole model lane (make test runs a cheap subset of it); its own lane, so it writes

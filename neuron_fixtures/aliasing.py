@@ -1,7 +1,7 @@
 """Small functions whose outputs alias their inputs or each other, as eager PyTorch defines it.
 
 The suite's FX-pass contract (``conformance/tests/test_fx_passes.py``) and the reference's unit
-tests of its aliasing pass (``tests/test_fx_passes.py``) both compile these and compare storage
+tests of its aliasing pass (``tests/fx_passes/test_fx_passes.py``) both compile these and compare storage
 with eager; keeping one copy keeps the two sets of tests about the same graphs.
 """
 

@@ -23,4 +23,4 @@ fi
 "$PY" -c 'import torch; print(f"gpu_check: torch {torch.__version__}, CUDA {torch.version.cuda}, {torch.cuda.get_device_name(0)}")'
 # -p no:conformance: the suite's plugin is not needed here; -o addopts="": no xdist or grouping.
 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" exec "$PY" -m pytest -p no:conformance -o addopts="" -m cuda \
-    tests/test_atom_graphs_cuda.py -v -rs "$@"
+    tests/atom/test_atom_graphs_cuda.py -v -rs "$@"

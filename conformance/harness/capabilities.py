@@ -406,7 +406,7 @@ class AtomCapability:
     """What the ATOM tests need from an ATOM implementation (``test_atom_compilation.py``,
     ``test_atom_graphs.py``, ``test_atom_matrix.py``; ``docs/atom.md`` has the design). The names
     are the design's public names; the conformance ATOM tests and fixtures use these members and
-    nothing else (``tests/test_conformance_plugin.py`` checks it).
+    nothing else (``tests/suite/test_conformance_plugin.py`` checks it).
 
     The first block (configuration, the compile decorator, counters) is required. The forward
     context and graph-capture members are optional: ``None`` means "not provided", and the graph

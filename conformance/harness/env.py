@@ -1,7 +1,7 @@
 """Every environment variable the suite reads, read here and nowhere else.
 
 The plugin, the harness, the suite's models, reporting and tests ask this module; none of them reads
-``os.environ`` itself (``tests/test_conformance_env.py`` greps ``conformance/`` and names any read
+``os.environ`` itself (``tests/suite/test_conformance_env.py`` greps ``conformance/`` and names any read
 outside this file). Building the environment of a child process (``{**os.environ, ...}``) and
 setting a variable are not reads and stay where they happen; :func:`override` sets variables for a
 block and restores them.

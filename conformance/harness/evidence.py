@@ -25,7 +25,7 @@ The generic observer wraps the two ``torch.compile`` backend wrappers of ``torch
 Inductor) while an observation is open; this is the only place the suite touches a private name of
 torch for it. The kernel recorder declares ``ignore_compile_internals``, so Dynamo keeps compiling
 under it (a mode without it makes Dynamo skip every frame); what a backend compiles, its guards and
-its recompiles are the same with and without the observer (``tests/test_conformance_evidence.py``).
+its recompiles are the same with and without the observer (``tests/suite/test_conformance_evidence.py``).
 """
 
 from __future__ import annotations

@@ -401,7 +401,7 @@ def cache_entry_files(impl: Implementation, root: str, key: str) -> list[str]:
 
 
 #: Each optional member whose empty answer means "I have none", and the reader a test calls instead
-#: of the member, so that the empty answer and NotSupported are one skip. tests/test_conformance_plugin.py
+#: of the member, so that the empty answer and NotSupported are one skip. tests/suite/test_conformance_plugin.py
 #: parses the conformance test modules and fails on a direct read of any of these members.
 HONEST_READERS: dict[str, str] = {
     "forced_graph_breaks": "forced_graph_break",

@@ -20,7 +20,7 @@ team's adapter would:
   declares no FX passes and no cache. Each test needing an answer it lacks must skip even when it
   got the other answers it asked for.
 
-``tests/test_conformance_honest.py`` runs every module of the suite against each of them and
+``tests/suite/test_conformance_honest.py`` runs every module of the suite against each of them and
 requires 0 failures and 0 errors. Use them as
 ``--conformance-impl conformance.selfcheck.honest:not_supported`` (or ``:empty``, ``:partial``).
 

@@ -1,4 +1,4 @@
-"""Assemble ``reports/selfcheck.md`` from the per-mutant results ``tests/test_selfcheck.py`` wrote.
+"""Assemble ``reports/selfcheck.md`` from the per-mutant results ``tests/suite/test_selfcheck.py`` wrote.
 
 ``python -m conformance.selfcheck.report [RESULTS_DIR] [OUT]`` (defaults: ``reports/selfcheck``
 and ``reports/selfcheck.md``).

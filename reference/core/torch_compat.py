@@ -8,10 +8,10 @@ same thing, the reference uses it instead and this module does not list it (``to
 and ``torch.compiler.reset`` rather than ``torch._dynamo.disable`` / ``reset``).
 
 **The rule.** This module is the only one in ``reference/`` whose code names a private torch
-module or attribute; every other module imports what it needs from here (``tests/test_torch_compat.py``
+module or attribute; every other module imports what it needs from here (``tests/core/test_torch_compat.py``
 walks the tree's syntax and names each file and line that breaks the rule; strings and comments
 do not count). Each name below is grouped with what the reference relies on it for, and
-``tests/test_torch_compat.py`` has a test per group showing that torch still behaves that way.
+``tests/core/test_torch_compat.py`` has a test per group showing that torch still behaves that way.
 
 **The versions.** :data:`WRITTEN_FOR` lists the torch releases these names were written and tested
 against. Plain names (types, functions) are bound at import on every release; if one is gone the

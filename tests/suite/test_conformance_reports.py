@@ -211,7 +211,7 @@ def test_a_module_skipped_at_collection_is_in_summary_json_and_the_totals_match_
     (tmp_path / "shadow").mkdir()
     (tmp_path / "shadow" / "transformers.py").write_text("raise ModuleNotFoundError('hidden for this test', name='transformers')\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CONFORMANCE_", "PYTEST_XDIST_"))}
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     env["PYTHONPATH"] = os.pathsep.join([str(tmp_path / "shadow"), str(root)])
     run = subprocess.run(
         [sys.executable, "-m", "pytest", "conformance/tests/test_models.py", "-p", "no:cacheprovider", "-o", "addopts=",

@@ -1,6 +1,6 @@
 """reports/selfcheck.md as a reviewer reads it (conformance/selfcheck/report.py): the kill rate, a
 survivor named with why it survived, the control run's verdict, and the CPU total. The records are
-written here in the form tests/test_selfcheck.py writes them; no mutant runs."""
+written here in the form tests/suite/test_selfcheck.py writes them; no mutant runs."""
 
 from __future__ import annotations
 

@@ -24,7 +24,7 @@ import torch
 from conformance.harness.env import unmeasured
 from reference.core import torch_compat as tc
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 COMPAT = ROOT / "reference" / "core" / "torch_compat.py"
 
 

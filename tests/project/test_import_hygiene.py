@@ -16,7 +16,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 HEAVY = ("torch_mlir", "iree.compiler", "iree.runtime", "ml_dtypes", "torch._inductor.scheduler",
          "torch._inductor.debug", "transformers")

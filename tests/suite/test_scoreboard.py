@@ -16,7 +16,7 @@ from conformance.reporting import spec_coverage
 from conformance.reporting.scoreboard import page, sources
 from conformance.reporting.scoreboard.__main__ import main
 
-DOCS = Path(__file__).resolve().parents[1] / "docs" / "support"
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "support"
 PAYLOAD = "<script>alert('x')</script>"
 
 

@@ -1,6 +1,6 @@
 """conformance/harness/pytest_internals.py: the pytest internals the plugin uses, behind a version
 guard. The plugin's behaviour with them (skips at the test's location, one report for a failed
-shared fixture) is tested end to end in tests/test_conformance_plugin.py."""
+shared fixture) is tested end to end in tests/suite/test_conformance_plugin.py."""
 
 from __future__ import annotations
 

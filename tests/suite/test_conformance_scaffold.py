@@ -16,7 +16,7 @@ import pytest
 from conformance import CAPABILITIES, Implementation, NotSupported
 from conformance.scaffold import ScaffoldError, render, write
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _load(path: Path):

@@ -14,7 +14,7 @@ import pytest
 
 from conformance.reporting import spec_coverage as spec
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 CITING = [ROOT / "conformance" / "tests", ROOT / "tests"]
 
 

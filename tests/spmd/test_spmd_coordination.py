@@ -186,7 +186,7 @@ def test_two_torchrun_hosts_compile_once_for_the_world(tmp_path):
         hosts.append({
             "TORCH_NEURONX_NEFF_CACHE_DIR": str(root / "neff"), "TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR": str(root / "local"),
             "TORCH_NEURONX_HLO_CACHE_DIR": str(root / "hlo"), "NEURON_LIBTORCH_STORE_COMPILE": "1",
-            "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parent.parent), os.environ.get("PYTHONPATH", "")]),
+            "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[2]), os.environ.get("PYTHONPATH", "")]),
         })
         roots.append(str(root))
     results = run_on_hosts(hosts, nproc=2, scenarios=["decoder_spmd"], roots=roots, timeout=600)

@@ -1,7 +1,7 @@
 """Unit tests of the FX pass stage: the manager, each default pass, the order.
 
 Small graphs are built by hand (``torch.fx.symbolic_trace`` or Dynamo with a capturing backend);
-the graph after a pass is a reviewed snapshot (``tests/__snapshots__/test_fx_passes.ambr``). Graphs
+the graph after a pass is a reviewed snapshot (``tests/fx_passes/__snapshots__/test_fx_passes.ambr``). Graphs
 that run through the whole pipeline use the real backend (Dynamo, AOT Autograd, torch-mlir,
 IREE): nothing is faked here.
 """

@@ -33,7 +33,7 @@ def test_no_import_circle():
     assert not circles, "import circles:\n" + "\n".join(circles)
 
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 #: Where ``*.from_env()`` may be called: floor 0, the seams' request resolution, the flows' and
 #: tools' entry points.

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from types import SimpleNamespace
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _conftest():
@@ -33,6 +33,6 @@ def test_modules_move_whole_longest_first_and_unrecorded_ones_last():
 def test_the_checked_in_record_times_the_modules_that_take_longest():
     order = _conftest()
     seconds = order.module_seconds(json.loads((ROOT / ".test_durations").read_text()))
-    for module in ("tests/test_selfcheck.py", "conformance/tests/test_cache_reliability.py",
+    for module in ("tests/suite/test_selfcheck.py", "conformance/tests/test_cache_reliability.py",
                    "conformance/tests/test_compiler_args_flows.py"):
         assert (ROOT / module).is_file() and seconds[module] > 30, module

@@ -1,6 +1,6 @@
 """The backend's forced graph breaks: the rule, the thresholds, and the Dynamo hook (exercised with
 a small opted-in backend that runs graphs eagerly, so no compiler runs; the neuron backend itself is
-covered by the conformance probes; the op table by tests/test_lowering_optable.py)."""
+covered by the conformance probes; the op table by tests/lowering/test_lowering_optable.py)."""
 
 from __future__ import annotations
 
@@ -260,7 +260,7 @@ def test_importing_the_backend_installs_nothing():
         "from torch._dynamo.variables.torch import TorchInGraphFunctionVariable as V\n"
         "print(DYNAMO_HOOKS.installed(), V.call_function.__module__)\n"
     )
-    root = str(Path(__file__).resolve().parents[1])
+    root = str(Path(__file__).resolve().parents[2])
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, *sys.path])}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=True, env=env, cwd=root)
     assert out.stdout.split() == ["False", "torch._dynamo.variables.torch"]

@@ -32,7 +32,7 @@ from conformance.harness.forkserver import ForkServer
 from conformance.selfcheck.mutants import MUTANTS
 from conformance.selfcheck.report import CONTROL
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "reports" / "selfcheck"
 RUN_TIMEOUT_S = 600
 PRELOAD = ("torch", "torch._dynamo", "torch_mlir.fx", "iree._runtime.libs._runtime", "iree.compiler.tools.binaries")

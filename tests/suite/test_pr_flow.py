@@ -20,7 +20,7 @@ import torch
 import neuron_fixtures
 from conformance.harness.snapshots import MlirSnapshotExtension
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = "conformance/goldens/reference/test_hlo_snapshots/test_stablehlo_snapshot[mlp].mlir"
 
 
