@@ -29,7 +29,7 @@ import torch
 from reference.cache import plan_cache
 from reference.cache.hlo_cache import NO_PASSES, PASS_IDENTITY_META
 from reference.backends import device as _device
-from reference.backends import graph_breaks, inference_plan, precompile
+from reference.backends import aot_seam, graph_breaks, inference_plan, precompile
 from reference.backends.api import preflight
 from reference.backends.debug_artifacts import DEBUG_ARTIFACTS
 from reference.backends.seam import Seam, serve_graph
@@ -420,6 +420,8 @@ def neuron_backend(gm: torch.fx.GraphModule, example_inputs: list, options: Mapp
     """``backend="neuron"``: compile every graph in-process and run it."""
     if mode not in (None, "default"):
         warn_user(f"neuron backend: mode={mode!r} has no effect; compiling with the default mode")
+    if aot_seam.aot_compile_requested():  # aot_compile: hand torch a graph it can save (SerializableCallable)
+        return aot_seam.compile_serializable(gm, example_inputs, options, compile_fx_graph)
     if precompile.enabled():  # TORCH_CACHING_PRECOMPILE: hand PyTorch a rebuildable artifact
         precompile.record(gm, example_inputs, options, rebuild_precompiled, graph_digest=plan_cache.graph_digest(gm))
     return compile_fx_graph(gm, example_inputs, options, seam=NEURON_SEAM)
