@@ -88,5 +88,6 @@ def compile_serializable(
         output_specs=tuple(lowering.graph.output_specs), mutated_inputs=tuple(plan.mutated_inputs),
         n_outputs=plan.n_outputs, static_inputs=tuple(plan.static_inputs), nones=tuple(compiled.nones),
         user_indices=user_indices, driver=getattr(compiled.loaded, "driver", "auto"), versions=dict(built.metadata.versions),
+        compiler_args=tuple(built.metadata.compiler_args or ()),
     )
     return NeuronSerializableCallable(record, built.artifact, loaded=compiled.loaded)

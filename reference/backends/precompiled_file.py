@@ -44,7 +44,10 @@ from reference.core.atomic import write_atomic
 from reference.core.errors import BackendOptionError
 from reference.core.torch_compat import aot_compiled_function_type, aot_guard_failure
 
-__all__ = ["PrecompiledFunction", "precompile", "load_precompiled", "FILE_MAGIC", "FILE_FORMAT"]
+__all__ = [
+    "PrecompiledFunction", "Variant", "precompile", "load_precompiled", "compile_for_aot", "aot_compile_variant",
+    "write_precompiled", "call_module", "FILE_MAGIC", "FILE_FORMAT",
+]
 
 FILE_MAGIC = b"NEURONPF"
 FILE_FORMAT = 1
@@ -104,17 +107,35 @@ def precompile(
     :class:`~reference.backends.serializable.PrecompileError` for a function that is not one
     inference graph, and what ``torch.compile`` raises for one that does not trace (a graph break).
     """
-    path = os.fspath(path)
     module = fn_or_module if isinstance(fn_or_module, torch.nn.Module) else None
-    target = call_module if module is not None else fn_or_module
-    compiled = torch.compile(target, backend=backend, fullgraph=True, options=options, dynamic=False)
+    compiled = compile_for_aot(fn_or_module, options=options, backend=backend)
+    functions = [aot_compile_variant(compiled, args, kwargs, module=module) for args, kwargs in _variants(example_inputs)]
+    return write_precompiled(path, functions, module=module, backend=backend)
+
+
+def compile_for_aot(fn_or_module: Callable | torch.nn.Module, *, options: dict[str, Any] | None = None,
+                    backend: str = "neuron") -> Callable:
+    """``torch.compile`` of what :func:`precompile` compiles: the function, or for a module
+    :func:`call_module` (the module then an input), ``fullgraph=True``, static shapes."""
+    target = call_module if isinstance(fn_or_module, torch.nn.Module) else fn_or_module
+    return torch.compile(target, backend=backend, fullgraph=True, options=options, dynamic=False)
+
+
+def aot_compile_variant(compiled: Callable, args: Sequence[Any], kwargs: dict[str, Any] | None = None, *,
+                        module: torch.nn.Module | None = None) -> Any:
+    """One compiled variant: ``compiled.aot_compile`` of ``args``/``kwargs`` (preceded by
+    ``module`` for a module), under the scope and environment of the call."""
+    full = (module, *args) if module is not None else tuple(args)
+    return compiled.aot_compile((full, dict(kwargs or {})))
+
+
+def write_precompiled(path: str | os.PathLike, functions: Sequence[Any], *, module: torch.nn.Module | None,
+                      backend: str = "neuron") -> "PrecompiledFunction":
+    """Write compiled variants (:func:`aot_compile_variant`) to ``path`` as one file, atomically,
+    signed when ``TORCH_NEURONX_CACHE_HMAC_KEY`` is set; returns them as one callable."""
+    path = os.fspath(path)
     aot_type = aot_compiled_function_type()
-    blobs, functions = [], []
-    for args, kwargs in _variants(example_inputs):
-        args = (module, *args) if module is not None else tuple(args)
-        aot = compiled.aot_compile((args, dict(kwargs)))
-        blobs.append(aot_type.serialize(aot).serialized_data)
-        functions.append(aot)
+    blobs = [aot_type.serialize(f).serialized_data for f in functions]
     desc = _Description(
         kind="module" if module is not None else "function", versions=dict(tool_versions()),
         sizes=tuple(len(b) for b in blobs), sha256=tuple(hashlib.sha256(b).hexdigest() for b in blobs), backend=backend,

@@ -11,7 +11,8 @@ without tracing, lowering or compiling anything:
   caller's tensors), how many user outputs follow, which inputs stay resident (parameters and
   buffers), where the graph returns ``None``,
 - the input and output specs, the runtime driver it was loaded with,
-- the versions it was built with (torch, the reference, the IREE runtime, the host CPU).
+- the versions it was built with (torch, the reference, the IREE runtime, the host CPU) and the
+  compiler arguments of its artifact.
 
 The bytes (:meth:`NeuronSerializableCallable.serialize_compile_artifacts`) are a fixed header, a
 JSON document and the artifact; nothing of them is unpickled, so reading them runs no code but the
@@ -144,6 +145,7 @@ class GraphRecord:
     user_indices: tuple[int, ...]
     driver: str
     versions: Mapping[str, str]
+    compiler_args: tuple[str, ...] = ()  # what the artifact was compiled with (for the record; not checked)
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -154,6 +156,7 @@ class GraphRecord:
             "mutated_inputs": list(self.mutated_inputs), "n_outputs": self.n_outputs,
             "static_inputs": list(self.static_inputs), "nones": list(self.nones),
             "user_indices": list(self.user_indices), "driver": self.driver, "versions": dict(self.versions),
+            "compiler_args": list(self.compiler_args),
         }
 
     @classmethod
@@ -168,6 +171,7 @@ class GraphRecord:
             static_inputs=tuple(int(i) for i in doc["static_inputs"]), nones=tuple(int(i) for i in doc["nones"]),
             user_indices=tuple(int(i) for i in doc["user_indices"]), driver=str(doc["driver"]),
             versions={str(k): str(v) for k, v in dict(doc["versions"]).items()},
+            compiler_args=tuple(str(a) for a in doc["compiler_args"]),
         )
         n = len(inputs)
         if any(not 0 <= i < n for i in record.mutated_inputs + record.static_inputs + record.user_indices):
