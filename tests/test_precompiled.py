@@ -7,6 +7,7 @@ processes); the bad files are made from the good one.
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import pickle
@@ -208,6 +209,7 @@ def test_without_a_key_a_file_is_code_as_the_docs_say(files):
     assert os.path.exists(mark)  # ...but its pickle ran
 
 
+@pytest.mark.slow  # a compile into caches of its own (about 3 s); the refusal without a signature stays in the default lane
 def test_a_signed_file_loads_under_its_key_and_an_altered_one_does_not(files, monkeypatch, tmp_path):
     monkeypatch.setenv("TORCH_NEURONX_CACHE_HMAC_KEY", "another secret")
     for variable in ("TORCH_NEURONX_NEFF_CACHE_DIR", "TORCH_NEURONX_HLO_CACHE_DIR", "TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR"):
@@ -290,3 +292,37 @@ def test_a_fresh_process_runs_the_file_without_trace_lowering_compiler_or_caches
     assert not report["frames"].get("total") and report["dynamo_metrics"] == [], report
     assert report["compiled_runs"] == 1
     assert not any(os.listdir(p) for p in empty.values() if os.path.isdir(p)), "loading wrote or needed the caches"
+
+
+@pytest.mark.slow
+def test_a_runners_graphs_precompiled_into_one_file_serve_its_sites(tmp_path):
+    """``precompile_runner``: each graph type under its own policy scope, one file; a second runner
+    loads it and its sites run without compiling (the decoder writes its KV caches as eager does)."""
+    from types import SimpleNamespace
+
+    from neuron_fixtures.policy import PolicyVLM
+    from reference.compiler.scope import scoped_compiler_args
+    from reference.runner import NeuronModelRunner, load_precompiled_runner, precompile_runner
+    from reference.runner.opt_level import with_optimization_level
+
+    helpers = SimpleNamespace(scoped_compiler_args=scoped_compiler_args, with_optimization_level=with_optimization_level)
+    runner = NeuronModelRunner(PolicyVLM(helpers), compiler_args=["--model-type", "transformer"]).load_model()
+    with torch.no_grad():
+        made = precompile_runner(runner, tmp_path / "runner.pf", ("prefill", "decode"))
+    prefill, decode = (f._artifacts.compiled_fn.record.compiler_args for f in made._functions)
+    assert "-O3" in decode and "-O3" not in prefill, (prefill, decode)  # each under its own policy scope
+
+    served = load_precompiled_runner(NeuronModelRunner(PolicyVLM(helpers), compiler_args=["--model-type", "transformer"]),
+                                     tmp_path / "runner.pf")
+    reference.reset_dynamo_metrics()
+    for graph_type in ("prefill", "decode"):
+        kwargs = served.model.example_kwargs(graph_type)
+        eager_kwargs = copy.deepcopy(kwargs)
+        with torch.no_grad():
+            got = served.run_site(graph_type, **kwargs)
+            expected = served.model(**eager_kwargs)
+        torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-4)
+        torch.testing.assert_close(kwargs["k_caches"], eager_kwargs["k_caches"], rtol=1e-4, atol=1e-4)
+    assert reference.get_dynamo_metrics() == [], "serving from the file compiled a graph"
+    with torch.no_grad(), pytest.raises(reference.PrecompiledInputError, match="runner.pf"):
+        served.run_site("jf", **served.model.example_kwargs("jf"))  # a graph type the file does not hold
