@@ -24,8 +24,9 @@ Autograd; torch's own ``load_compiled_function`` wraps the bytes in a pickle of 
 code (docs/caching.md, "Precompiled functions").
 
 The compile side (what the backend does when ``aot_compile`` calls it) is
-:mod:`reference.backends.aot_seam`; this module holds only what loading needs, so that a process
-that loads a precompiled function imports no lowering, no FX passes and no AOT Autograd.
+:mod:`reference.backends.aot_seam`; this module holds only what loading needs (the runtime, the
+record, the checks), so that a process that loads a precompiled function imports neither the
+compile side nor AOT Autograd's entry point, torch-mlir or the IREE compiler.
 """
 
 from __future__ import annotations
@@ -62,8 +63,8 @@ _HEAD = struct.Struct(">8sII")  # magic, format, length of the JSON document
 
 
 class PrecompileError(NeuronBackendError):
-    # raised by the compile side (reference.backends.aot_seam); here beside the other errors
-    """``aot_compile`` asked for a graph the backend cannot hand over as bytes (says which and why)."""
+    """``aot_compile`` asked for a graph the backend cannot hand over as bytes (says which and why).
+    Raised by the compile side (:mod:`reference.backends.aot_seam`), kept here with the other errors."""
 
     def __init__(self, graph: str, why: str) -> None:
         super().__init__(
@@ -76,7 +77,8 @@ class PrecompileError(NeuronBackendError):
 
 class PrecompiledFileError(NeuronBackendError):
     """A precompiled file (or the bytes of one compiled graph in it) cannot be used: names the file
-    and the reason. Nothing in it was executed."""
+    and the reason. Its artifact was not run (and, through :func:`reference.load_precompiled`,
+    nothing of it was unpickled)."""
 
     def __init__(self, file: str, reason: str, what_to_do: str = "precompile the function again in this environment") -> None:
         super().__init__(f"precompiled file {file}: {reason}; {what_to_do}")
