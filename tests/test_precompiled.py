@@ -227,7 +227,7 @@ def test_a_signed_file_loads_under_its_key_and_an_altered_one_does_not(files, mo
         reference.load_precompiled(tmp_path / "altered.pf", module=_model())
 
 
-def test_the_graph_bytes_are_checked_before_the_artifact_is_loaded(files):
+def test_the_graph_bytes_are_checked_before_the_artifact_is_loaded(files, monkeypatch):
     fn = files[1]._functions[0]._artifacts.compiled_fn
     assert isinstance(fn, NeuronSerializableCallable)
     data = NeuronSerializableCallable.serialize_compile_artifacts(fn)
@@ -246,6 +246,10 @@ def test_the_graph_bytes_are_checked_before_the_artifact_is_loaded(files):
     with serializable.loading("/srv/models/step.pf"), pytest.raises(reference.PrecompiledVersionError) as info:
         NeuronSerializableCallable.deserialize_compile_artifacts(other)
     assert "/srv/models/step.pf" in str(info.value) and "torch '1.0.0'" in str(info.value)
+    # saved without TORCH_NEURONX_CACHE_HMAC_KEY: refused while it is set (torch's own load path)
+    monkeypatch.setenv("TORCH_NEURONX_CACHE_HMAC_KEY", "a secret")
+    with pytest.raises(reference.PrecompiledIntegrityError, match="HMAC"):
+        NeuronSerializableCallable.deserialize_compile_artifacts(data)
 
 
 def test_a_graph_that_needs_gradients_cannot_be_precompiled(tmp_path):
