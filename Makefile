@@ -226,7 +226,8 @@ snapshot-review: $(STAMP)
 	$(PY) -m conformance.reporting.snapshot_review --base $(BASE) --out reports/snapshot-review.md
 
 # Benchmarks; figures go to reports/bench/. REPEAT=N repeats each figure (median and spread);
-# BENCH=name limits the run to named benchmarks (atom cache graphs grouped_experts parallel_compile pipeline runner_step spmd startup ...).
+# BENCH=name limits the run to named benchmarks (atom cache graphs grouped_experts parallel_compile pipeline precompiled runner_step spmd startup ...);
+# `make bench BENCH=precompiled` is the precompiled first output beside the cached warm start, Inductor precompiled and eager.
 REPEAT ?= 1
 BENCH ?=
 bench: $(STAMP)

@@ -4,7 +4,8 @@
 ``startup.md``. The model is the one of issue 35: a stack of four pre-norm attention blocks
 (LayerNorm, QKV, causal SDPA, projection, LayerNorm, GELU feed-forward, both residual), d=64,
 4 heads, a final LayerNorm, input (batch 2, seq 16, 64), run under ``torch.no_grad()`` as a server
-would. It lives here (:class:`Block`, :func:`build_model`) and nowhere else.
+would. It lives in :mod:`benchmarks._attention_stack` (:func:`build_model`), shared with the
+precompiled benchmark.
 
 Every figure comes from a fresh interpreter (this module run as ``python -m
 benchmarks.bench_startup child BACKEND STEPS``). Each repetition runs, interleaved: eager, neuron
@@ -108,32 +109,11 @@ ROWS = [
 
 
 def build_model():
-    """The issue's model and its input: 4 pre-norm attention blocks, d=64, seq 16, batch 2."""
-    import torch
-    from torch import nn
-    from torch.nn import functional as F
+    """The issue's model and its input: 4 pre-norm attention blocks, d=64, seq 16, batch 2
+    (:mod:`benchmarks._attention_stack`, shared with the precompiled benchmark)."""
+    from benchmarks._attention_stack import build_model as build
 
-    class Block(nn.Module):
-        def __init__(self, d: int = 64, heads: int = 4) -> None:
-            super().__init__()
-            self.heads = heads
-            self.norm1 = nn.LayerNorm(d)
-            self.qkv = nn.Linear(d, 3 * d)
-            self.proj = nn.Linear(d, d)
-            self.norm2 = nn.LayerNorm(d)
-            self.ff = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
-
-        def forward(self, x):
-            b, t, d = x.shape
-            q, k, v = self.qkv(self.norm1(x)).split(d, dim=-1)
-            q, k, v = (z.view(b, t, self.heads, d // self.heads).transpose(1, 2) for z in (q, k, v))
-            a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-            x = x + self.proj(a.transpose(1, 2).reshape(b, t, d))
-            return x + self.ff(self.norm2(x))
-
-    torch.manual_seed(0)
-    model = nn.Sequential(*[Block() for _ in range(4)], nn.LayerNorm(64)).eval()
-    return model, torch.randn(2, 16, 64)
+    return build()
 
 
 # --- the child ----------------------------------------------------------------------------------
@@ -353,7 +333,11 @@ def _snapshot(tmp: str) -> tuple[str, dict]:
                   "uncommitted_in_reference": git("status", "--short", "--", "reference").splitlines()}
 
 
-def _run_child(tree: str, backend: str, env: dict[str, str]) -> dict:
+def _run_child(tree: str, backend: str, env: dict[str, str], *, module: str = "benchmarks.bench_startup",
+               extra: tuple[str, ...] = ()) -> dict:
+    """Run ``python -m module child backend STEPS *extra`` in ``tree``; its last line of output is
+    its JSON result, to which the spawn time, the load around it and the spawn-relative figures
+    are added."""
     import subprocess
 
     from benchmarks._measure import load_now
@@ -364,7 +348,7 @@ def _run_child(tree: str, backend: str, env: dict[str, str]) -> dict:
     full["PYTHONPATH"] = tree + os.pathsep + full.get("PYTHONPATH", "")
     before = load_now()
     spawned = time.time()
-    proc = subprocess.run([sys.executable, "-m", "benchmarks.bench_startup", "child", backend, str(STEPS)],
+    proc = subprocess.run([sys.executable, "-m", module, "child", backend, str(STEPS), *extra],
                           cwd=tree, env=full, capture_output=True, text=True, timeout=1800)
     if proc.returncode != 0:
         raise RuntimeError(f"startup child {backend} failed ({proc.returncode}):\n{proc.stderr[-4000:]}")

@@ -28,6 +28,15 @@ from reference.backends.api import (  # noqa: E402
     set_graph_break_thresholds,
     to_device,
 )
+from reference.backends.precompiled_file import PrecompiledFunction, Variant, load_precompiled, precompile  # noqa: E402
+from reference.backends.serializable import (  # noqa: E402
+    PrecompileError,
+    PrecompiledFileError,
+    PrecompiledInputError,
+    PrecompiledIntegrityError,
+    PrecompiledTargetError,
+    PrecompiledVersionError,
+)
 
 __all__ = [
     "__version__",
@@ -53,4 +62,14 @@ __all__ = [
     "is_device_tensor",
     "set_graph_break_thresholds",
     "reset_graph_break_thresholds",
+    "precompile",
+    "load_precompiled",
+    "PrecompiledFunction",
+    "Variant",
+    "PrecompileError",
+    "PrecompiledFileError",
+    "PrecompiledInputError",
+    "PrecompiledIntegrityError",
+    "PrecompiledTargetError",
+    "PrecompiledVersionError",
 ]

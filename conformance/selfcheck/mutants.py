@@ -926,6 +926,27 @@ def float64_narrowed_undeclared():
     adapter.PRECISION = Precision()
 
 
+@_mutant("precompiled functions: a loaded graph writes into its inputs",
+         "conformance/tests/test_load_compiled_function.py::test_a_fresh_process_loads_and_runs_the_compiled_function_without_tracing",
+         r"not close|eager gives")
+def precompiled_graph_forgets_its_input_writes():
+    """The graph ``aot_compile`` saves records no written inputs: a loaded copy returns the written
+    input's new value in place of the output and leaves the caller's tensor as it was."""
+    import dataclasses
+
+    aot_seam = _module("reference.backends.aot_seam")
+    compile_serializable = aot_seam.compile_serializable
+
+    @functools.wraps(compile_serializable)
+    def forgetting(*args, **kwargs):
+        fn = compile_serializable(*args, **kwargs)
+        record = fn.record
+        fn.record = dataclasses.replace(record, mutated_inputs=(), n_outputs=record.n_outputs + len(record.mutated_inputs))
+        return fn
+
+    aot_seam.compile_serializable = forgetting
+
+
 class MutantImplementation(ReferenceImplementation):
     #: a mutant is checked against the reference's goldens
     snapshots_of = "reference"

@@ -15,7 +15,7 @@ from typing import Any, Mapping
 
 import torch
 
-from reference.backends import graph_breaks, precompile
+from reference.backends import aot_seam, graph_breaks, precompile
 from reference.backends.compile_entry import compile_fx_graph
 from reference.backends.seam import Seam, serve_graph
 from reference.cache import plan_cache
@@ -34,6 +34,8 @@ def neuron_backend(gm: torch.fx.GraphModule, example_inputs: list, options: Mapp
     """``backend="neuron"``: compile every graph in-process and run it."""
     if mode not in (None, "default"):
         warn_user(f"neuron backend: mode={mode!r} has no effect; compiling with the default mode")
+    if aot_seam.aot_compile_requested():  # aot_compile: hand torch a graph it can save (SerializableCallable)
+        return aot_seam.compile_serializable(gm, example_inputs, options, compile_fx_graph)
     if precompile.enabled():  # TORCH_CACHING_PRECOMPILE: hand PyTorch a rebuildable artifact
         precompile.record(gm, example_inputs, options, rebuild_precompiled, graph_digest=plan_cache.graph_digest(gm))
     return compile_fx_graph(gm, example_inputs, options, seam=NEURON_SEAM)

@@ -42,6 +42,7 @@ import torch._functorch.config
 from torch._decomp import core_aten_decompositions, get_decompositions
 from torch._dispatch.python import enable_python_dispatcher
 from torch._dynamo.eval_frame import OptimizedModule
+from torch._dynamo.aot_compile_types import SerializableCallable
 from torch._dynamo.precompile_context import BackendCacheArtifact, PrecompileContext
 from torch._dynamo.exc import ShortenTraceback, TensorifyScalarRestartAnalysis, Unsupported, unimplemented
 from torch._dynamo.source import LocalSource
@@ -74,6 +75,8 @@ __all__ = [
     "tensor_from_dlpack_capsule",
     # precompile and Inductor
     "BackendCacheArtifact", "PrecompileContext", "inductor_module",
+    # AOT compile (torch.compile(...).aot_compile, torch.compiler.load_compiled_function)
+    "SerializableCallable", "aot_compile_requested", "aot_compiled_function_type", "aot_guard_failure",
 ]
 
 #: The torch releases (major.minor) whose private names and behaviour this module was written and
@@ -449,3 +452,36 @@ def inductor_module(name: str):
     import importlib
 
     return importlib.import_module("torch._inductor" + (f".{name}" if name else ""))
+
+
+# --- AOT compile ------------------------------------------------------------------------------------
+# ``torch.compile(fn, fullgraph=True).aot_compile(...)`` asks the backend for a
+# ``SerializableCallable`` (``torch._dynamo.aot_compile_types``): a callable with a classmethod
+# pair that turns it into bytes and back. ``save_compiled_function`` stores those bytes inside
+# Dynamo's own pickle (bytecode, guards, signature); ``torch.compiler.load_compiled_function``
+# unpickles it and calls the backend class's deserializer.
+
+
+def aot_compile_requested() -> bool:
+    """Whether the graph now handed to a backend must come back serializable: torch's AOT compile
+    (and its standalone compile) turn on AOT Autograd's bundled cache for the backend call, and
+    nothing else does."""
+    return bool(torch._functorch.config.bundled_autograd_cache)
+
+
+def aot_compiled_function_type() -> type:
+    """``torch._dynamo.aot_compile.AOTCompiledFunction``: what ``aot_compile`` returns and
+    ``load_compiled_function`` makes (``serialize``/``deserialize``, ``guard_check``)."""
+    from torch._dynamo.aot_compile import AOTCompiledFunction
+
+    return AOTCompiledFunction
+
+
+def aot_guard_failure(compiled: Any, args: tuple, kwargs: dict) -> str | None:
+    """``None`` when an AOT-compiled function's guards accept ``args``/``kwargs``; otherwise
+    Dynamo's account of the first guard that failed."""
+    if compiled.guard_check(*args, **kwargs):
+        return None
+    f_locals = compiled.prepare_f_locals(*args, **kwargs)
+    info = compiled._artifacts.guard_manager.check_verbose(f_locals)
+    return "; ".join(str(p) for p in info.verbose_code_parts) or "a guard failed"

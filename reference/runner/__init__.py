@@ -14,6 +14,7 @@ from reference.runner.model_loading import (
     UnknownGraphTypeError,
 )
 from reference.runner.worker import NeuronWorker
+from reference.runner.precompiled import load_precompiled_runner, precompile_runner
 
 __all__ = [
     "GRAPH_TYPES",
@@ -21,6 +22,8 @@ __all__ = [
     "NeuronModelRunner",
     "NeuronWorker",
     "UnknownGraphTypeError",
+    "load_precompiled_runner",
     "optimization_level",
+    "precompile_runner",
     "with_optimization_level",
 ]

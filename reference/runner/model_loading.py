@@ -194,16 +194,20 @@ class NeuronModelRunner:
                 self.run_site(graph_type, **kwargs)
 
 
-def _thread_rank(model: torch.nn.Module, compiled: Callable) -> Callable:
-    """SPMD: a model whose ``forward`` takes ``rank`` gets this process's rank as a runtime tensor
-    (unless the caller passed one), so per-rank values are computed in the graph; see docs/spmd.md."""
+def takes_rank(model: torch.nn.Module) -> bool:
+    """Whether the model's ``forward`` takes ``rank`` (an SPMD model; see docs/spmd.md)."""
     import inspect
 
     try:
-        takes_rank = "rank" in inspect.signature(model.forward).parameters
+        return "rank" in inspect.signature(model.forward).parameters
     except (TypeError, ValueError):
-        takes_rank = False
-    if not takes_rank:
+        return False
+
+
+def _thread_rank(model: torch.nn.Module, compiled: Callable) -> Callable:
+    """SPMD: a model whose ``forward`` takes ``rank`` gets this process's rank as a runtime tensor
+    (unless the caller passed one), so per-rank values are computed in the graph; see docs/spmd.md."""
+    if not takes_rank(model):
         return compiled
     def call(*args: Any, **kwargs: Any) -> Any:
         kwargs.setdefault("rank", rank_tensor())

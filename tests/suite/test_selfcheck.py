@@ -97,9 +97,10 @@ def _write(record: dict) -> None:
 
 #: The mutants whose runs cost the most, 8 to 15 s of a core each (a retry waiting out the lock
 #: timeout, damaged and cut-short cache entries rebuilt in fresh processes, a second lowering, a
-#: warm cache built to miss): `make slow` runs them, `make test` the other 38, `make selfcheck` all.
+#: warm cache built to miss, a precompiled function loaded in a fresh process): `make slow` runs
+#: them, `make test` the other 38, `make selfcheck` all.
 HEAVY = frozenset({"lock_kept_after_a_failed_compile", "cache_executes_a_damaged_entry", "publication_not_atomic",
-                   "hlo_key_ignores_the_pass_pipeline", "assert_cache_hit_ignored"})
+                   "hlo_key_ignores_the_pass_pipeline", "assert_cache_hit_ignored", "precompiled_graph_forgets_its_input_writes"})
 
 
 def test_the_heavy_mutants_are_mutants():
