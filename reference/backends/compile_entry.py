@@ -16,6 +16,7 @@ rejected, and a graph that Dynamo made dynamic on its own is compiled once per c
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Any, Callable, Mapping, NamedTuple
 
@@ -26,7 +27,7 @@ from reference.backends import device as _device
 from reference.backends import graph_breaks, inference_plan
 from reference.backends.aot_autograd import BackwardGraph
 from reference.backends.api import preflight
-from reference.backends.debug_artifacts import write_graph_artifacts
+from reference.backends.debug_artifacts import DEBUG_ARTIFACTS
 from reference.backends.fallback import eager_fallback, with_fallback
 from reference.backends.seam import Seam
 from reference.backends.static_shapes import any_symbolic, reject_explicit_dynamic, specialize
@@ -41,8 +42,10 @@ from reference.core.metrics import METRICS
 from reference.core.torch_compat import current_tracing_context
 from reference.fx_passes import PassContext, get_default_pass_manager
 from reference.lowering import nki_sdpa
-from reference.pipeline import lower
+from reference.pipeline import CompiledGraph, lower
 from reference.spmd.errors import SPMDViolationError
+
+log = logging.getLogger(__name__)
 
 
 class FxStage(NamedTuple):
@@ -244,3 +247,18 @@ class _PerShape:
             entry = self._compiled[key] = (fn, keep)
         fn, keep = entry
         return fn(*[args[i] for i in keep])
+
+
+def write_graph_artifacts(graph_name: str, fx_code: str, compiled: Any) -> None:
+    """Leave one compiled graph's FX code, StableHLO and artifact in the debug directory; a failure
+    here only warns (the directory was checked before compiling)."""
+    served = isinstance(compiled, CompiledGraph)  # a tool's handler may return something else
+    try:
+        DEBUG_ARTIFACTS.write(
+            graph_name,
+            fx_code=fx_code,
+            hlo=compiled.hlo if served else None,
+            artifact=compiled.built.artifact if served else None,
+        )
+    except (OSError, NeuronBackendError) as exc:
+        log.warning("neuron backend: could not write debug artifacts of %s: %s", graph_name, exc)

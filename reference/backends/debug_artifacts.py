@@ -19,20 +19,15 @@ that other users could write raises :class:`~reference.core.folders.UntrustedFol
 from __future__ import annotations
 
 import atexit
-import logging
 import os
 import shutil
 import tempfile
 import threading
-from typing import Any
 
 from reference.core import env
 from reference.core.atomic import write_atomic
 from reference.core.errors import EnvVarError, NeuronBackendError
 from reference.core.folders import trusted_folder
-from reference.pipeline import CompiledGraph
-
-log = logging.getLogger(__name__)
 
 
 class DebugFolderError(NeuronBackendError, ValueError):
@@ -108,17 +103,3 @@ class DebugArtifacts:
 DEBUG_ARTIFACTS = DebugArtifacts()
 atexit.register(DEBUG_ARTIFACTS.cleanup)
 
-
-def write_graph_artifacts(graph_name: str, fx_code: str, compiled: Any) -> None:
-    """Leave one compiled graph's FX code, StableHLO and artifact in the debug directory; a failure
-    here only warns (the directory was checked before compiling)."""
-    served = isinstance(compiled, CompiledGraph)  # a tool's handler may return something else
-    try:
-        DEBUG_ARTIFACTS.write(
-            graph_name,
-            fx_code=fx_code,
-            hlo=compiled.hlo if served else None,
-            artifact=compiled.built.artifact if served else None,
-        )
-    except (OSError, NeuronBackendError) as exc:
-        log.warning("neuron backend: could not write debug artifacts of %s: %s", graph_name, exc)
