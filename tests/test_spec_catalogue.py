@@ -133,3 +133,54 @@ def test_the_figures_in_the_docs_are_the_catalogues():
         assert rows.get(seed) == want, f"docs/spec_coverage.md, seed {seed}: {rows.get(seed)}; the catalogue: {want}"
     assert rows.get("all") == [len(catalogue), *(sum(counts[(s, st)] for s in "000 001 002 003 004".split())
                                                  for st in (spec.TESTED, spec.DEVIATION, spec.NOT_APPLICABLE))]
+
+
+def test_every_mutant_a_statement_names_is_registered():
+    from conformance.selfcheck.mutants import MUTANTS
+
+    assert spec.unknown_mutants(spec.load(), MUTANTS) == []
+
+
+def test_a_statement_naming_an_unregistered_mutant_is_reported(tmp_path):
+    folder = _planted(tmp_path, '\n[[statement]]\nid = "001.env.planted"\nkind = "env"\nquote = "q"\nstatus = "tested"\n'
+                                'mutants = ["no_such_mutant"]\n')
+    assert spec.unknown_mutants(spec.load(folder), {}) == [
+        "001.env.planted: mutants names 'no_such_mutant', which conformance.selfcheck.mutants does not register"]
+    bad = _planted(tmp_path / "bad", '\n[[statement]]\nid = "001.env.planted"\nkind = "env"\nquote = "q"\nstatus = "tested"\n'
+                                     'mutants = "one"\n')
+    with pytest.raises(spec.CatalogueError, match="mutants is a list"):
+        spec.load(bad)
+
+
+def test_non_normative_sentences_give_their_reason(tmp_path):
+    assert all(n.reason and n.quote for n in spec.load_non_normative())
+    folder = _planted(tmp_path, '\n[[non_normative]]\nquote = "an example"\n')
+    with pytest.raises(spec.CatalogueError, match="the reason it is not a statement"):
+        spec.load_non_normative(folder)
+
+
+def test_the_lanes_reports_merge_into_one_verdict_per_statement(tmp_path, capsys):
+    st = {f"001.env.s{i}": spec.Statement(id=f"001.env.s{i}", seed="001_x.txt", quote="q", kind="env", status=spec.TESTED)
+          for i in range(4)}
+    st["001.env.na"] = spec.Statement(id="001.env.na", seed="001_x.txt", quote="q", kind="env", status=spec.NOT_APPLICABLE,
+                                      reason="r")
+    default = spec.coverage(st, [{"id": "a::t1", "outcome": "passed", "spec": ["001.env.s0"]},
+                                 {"id": "a::t2", "outcome": "skipped", "spec": ["001.env.s2"]}], [])
+    slow = spec.coverage(st, [{"id": "a::t3", "outcome": "passed", "spec": ["001.env.s1"]},
+                              {"id": "a::t4", "outcome": "failed", "message": "boom", "spec": ["001.env.s0"]}], [])
+    cov = spec.merge_lanes(st, {"default": default, "slow": slow})
+    verdicts = {s["id"]: (s["verdict"], s["lanes"]) for s in cov["statements"]}
+    assert verdicts["001.env.s0"] == ("failed", {"default": "met", "slow": "failed"})
+    assert verdicts["001.env.s1"][0] == "met" and verdicts["001.env.s2"][0] == "skipped"
+    assert [s["id"] for s in spec.untested_outside_not_applicable(cov)] == ["001.env.s3"]
+    # the command: reads reports/<impl>/<lane>/spec-coverage.json, writes the merged page, fails on untested
+    import json
+
+    for lane, c in (("default", default), ("slow", slow)):
+        (tmp_path / "x" / lane).mkdir(parents=True)
+        (tmp_path / "x" / lane / "spec-coverage.json").write_text(json.dumps(c))
+    assert spec.main(["--impl", "x", "--reports", str(tmp_path)]) in (0, 1)
+    out = capsys.readouterr().out
+    assert "from lanes default, slow (no report from strict, models)" in out
+    assert (tmp_path / "x" / "spec-coverage.md").read_text().startswith("# Spec coverage: x (lane default + slow)")
+    assert spec.main(["--impl", "none", "--reports", str(tmp_path)]) == 2
