@@ -16,6 +16,10 @@ from conformance.reporting import spec_coverage as spec
 
 ROOT = Path(__file__).resolve().parent.parent
 CITING = [ROOT / "conformance" / "tests", ROOT / "tests"]
+SUITE = (ROOT / "conformance" / "tests").as_posix()
+#: seeds whose statements may still be tested by unit tests alone (their conformance tests are
+#: being written); every other seed's 'tested' statements need a citing conformance test
+UNIT_TESTED_ALLOWED = {"004"}
 
 
 def _slug(heading: str) -> str:
@@ -26,6 +30,27 @@ def _slug(heading: str) -> str:
 def test_every_statement_has_a_citing_test_or_a_documented_reason():
     catalogue = spec.load()
     assert spec.problems(catalogue, spec.citations(CITING)) == []
+
+
+def test_every_tested_statement_is_cited_by_a_conformance_test():
+    """A unit test of the reference checks no other implementation: a statement it alone cites
+    is untested in every other implementation's report."""
+    catalogue = spec.load()
+    found = spec.problems(catalogue, spec.citations(CITING), suite=SUITE)
+    assert [p for p in found if p[:3] not in UNIT_TESTED_ALLOWED] == []
+
+
+def test_a_statement_only_a_unit_test_cites_is_not_tested_by_the_suite(tmp_path):
+    unit = tmp_path / "tests" / "test_unit.py"
+    unit.parent.mkdir()
+    unit.write_text('import pytest\n\n\n@pytest.mark.spec("001.env.planted")\ndef test_unit():\n    pass\n')
+    folder = _planted(tmp_path, '\n[[statement]]\nid = "001.env.planted"\nkind = "env"\nquote = "q"\nstatus = "tested"\n')
+    cited = {**spec.citations(CITING), **spec.citations([unit])}
+    assert [p for p in spec.problems(spec.load(folder), cited) if "planted" in p] == []
+    assert [p for p in spec.problems(spec.load(folder), cited, suite=SUITE) if "planted" in p] == [
+        f"001.env.planted: status 'tested' but no conformance test cites it (add @pytest.mark.spec('001.env.planted') "
+        f"to the test under {SUITE} that checks it, or make it a deviation with its docs/ link or not-applicable-on-CPU "
+        "with its reason)"]
 
 
 def test_the_catalogue_covers_every_seed_with_enough_statements():

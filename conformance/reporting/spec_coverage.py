@@ -192,12 +192,21 @@ def _marks(tree: ast.AST):
                                        if isinstance(v, ast.Constant) and isinstance(v.value, str)]
 
 
-def problems(catalogue: dict[str, Statement], cited: dict[str, list[str]]) -> list[str]:
+def problems(catalogue: dict[str, Statement], cited: dict[str, list[str]], suite: str | None = None) -> list[str]:
     """What keeps the catalogue and the tests from agreeing, one line each (empty when they do):
-    a ``tested`` statement no test cites, and a marker citing an id the catalogue lacks."""
-    out = [f"{sid}: status 'tested' but no test cites it (add @pytest.mark.spec({sid!r}) to the test that "
-           "checks it, or make it a deviation with its docs/ link or not-applicable-on-CPU with its reason)"
-           for sid, st in catalogue.items() if st.status == TESTED and not cited.get(sid)]
+    a ``tested`` statement no test cites, and a marker citing an id the catalogue lacks.
+
+    With ``suite`` (the conformance tests' folder, ``conformance/tests``), a statement counts as
+    tested only when a test under it cites it: a unit test of the reference (``tests/``) may cite a
+    statement, but it checks no other implementation, so it leaves the statement untested in every
+    report but the reference's own."""
+    def in_suite(wheres):
+        return [w for w in wheres if suite is None or w.startswith(suite.rstrip("/") + "/")]
+
+    out = [f"{sid}: status 'tested' but no " + ("conformance test" if suite else "test") + f" cites it (add "
+           f"@pytest.mark.spec({sid!r}) to the " + (f"test under {suite} " if suite else "test ") + "that checks it, "
+           "or make it a deviation with its docs/ link or not-applicable-on-CPU with its reason)"
+           for sid, st in catalogue.items() if st.status == TESTED and not in_suite(cited.get(sid, []))]
     out += [f"{where}: @pytest.mark.spec cites {sid!r}, which conformance/spec/ does not list"
             for sid, wheres in sorted(cited.items()) if sid not in catalogue for where in wheres]
     return out
