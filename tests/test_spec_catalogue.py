@@ -209,3 +209,24 @@ def test_the_lanes_reports_merge_into_one_verdict_per_statement(tmp_path, capsys
     assert "from lanes default, slow (no report from strict, models)" in out
     assert (tmp_path / "x" / "spec-coverage.md").read_text().startswith("# Spec coverage: x (lane default + slow)")
     assert spec.main(["--impl", "none", "--reports", str(tmp_path)]) == 2
+
+
+def test_a_statements_mutants_are_judged_by_tests_that_cite_it():
+    """A mutant named by a statement is run against tests that cite that statement: its survival
+    then says the statement's own tests miss a violation of it."""
+    from conformance.selfcheck.mutants import MUTANTS
+
+    cited = spec.citations([ROOT / "conformance" / "tests"])
+    wrong = []
+    for sid, st in spec.load().items():
+        by_file = {}
+        for where in cited.get(sid, []):
+            path, _, owner = where.partition("::")
+            by_file.setdefault(Path(path).resolve().relative_to(ROOT).as_posix(), set()).add(owner)
+        for name in st.mutants:
+            for test in MUTANTS[name].tests if name in MUTANTS else ():
+                path, _, func = test.partition("::")
+                owners = by_file.get(path, set())
+                if func.split("[")[0] not in owners and not any(o.endswith("_SPEC") for o in owners):
+                    wrong.append(f"{sid}: mutant {name} is judged by {test}, which does not cite it")
+    assert wrong == []

@@ -8,4 +8,510 @@ Like every mutant, a patch here runs only when its factory is called, never at i
 
 from __future__ import annotations
 
-from conformance.selfcheck.mutants import MUTANTS, _module, _mutant  # noqa: F401
+import contextlib
+import functools
+
+from conformance.selfcheck.mutants import MUTANTS, _module, _mutant
+
+_SCOPE_MOD = "reference.compiler.scope"
+_REQUEST = "reference.compiler.request"
+_DRIVER = "reference.compiler.driver"
+_RUNNER = "reference.runner.model_loading"
+_WORKER = "reference.runner.worker"
+_OPT_LEVEL = "reference.runner.opt_level"
+_TRACING = "reference.flows.tracing"
+_STAGED_BUILD = "reference.flows.staged_build"
+_NATIVE = "reference.backends.native"
+_ENV = "reference.core.env"
+
+_SCOPE = "conformance/tests/test_compiler_args_scope.py"
+_FLOWS = "conformance/tests/test_compiler_args_flows.py"
+
+
+# --- seed 000: per-graph compiler arguments -------------------------------------------------------
+
+
+@_mutant("000.precedence.compiler-default-o1", f"{_FLOWS}::test_a_list_without_a_level_compiles_as_O1",
+         r"did not compile as -O1")
+def compiler_default_is_o2():
+    """A list without an optimization level compiles at ``-O2`` instead of the compiler's default
+    ``-O1``."""
+    _module(_DRIVER).DEFAULT_OPTLEVEL = 2
+
+
+@_mutant("000.policy.example-inputs-none", f"{_FLOWS}::test_the_runner_hands_the_policy_no_example_inputs",
+         r"passed example inputs")
+def policy_gets_example_inputs():
+    """The runner hands the model's policy the graph type's example inputs instead of ``None``."""
+    runner = _module(_RUNNER).NeuronModelRunner
+    home = _module(_RUNNER)
+
+    def with_inputs(self, graph_type):
+        home.check_graph_type(graph_type)
+        if not self._per_graph_compiler_args or graph_type is None:
+            return None
+        base = list((self.compile_options or {}).get("compiler_args") or [])
+        example = self.model.example_kwargs(graph_type) if hasattr(self.model, "example_kwargs") else {}
+        return home.check_policy_result(self._compiler_args_policy(graph_type, example, base), graph_type,
+                                        self._compiler_args_policy)
+
+    runner.resolve_graph_config = with_inputs
+
+
+@_mutant("000.runner.stamp-base-on-model",
+         f"{_FLOWS}::test_the_models_own_encoder_site_compiles_with_the_list_from_the_stamped_base",
+         r"the model's scope over the stamped base")
+def base_not_stamped_on_the_model():
+    """The runner enables the policy but never stamps the base arguments on the model, so the
+    model's own sites (the encoder) open no scope."""
+    runner = _module(_RUNNER).NeuronModelRunner
+    load = runner.load_model
+
+    @functools.wraps(load)
+    def unstamped(self):
+        setter = getattr(type(self.model), "set_base_compiler_args", None)
+        out = load(self)
+        if callable(setter):
+            setter(self.model, None)
+        self.model._neuron_base_compiler_args = None
+        return out
+
+    runner.load_model = unstamped
+
+
+@_mutant("000.seams.before-platform-args", f"{_FLOWS}::test_platform_flags_are_added_after_the_scoped_list",
+         r"NEURON_CC_FLAGS's --lnc 2 is not after")
+def scope_replaces_the_platform_flags():
+    """The platform arguments are applied before the scope, so a scoped list replaces them:
+    ``NEURON_CC_FLAGS`` is lost for every graph compiled under a scope."""
+    request, scope, env = _module(_REQUEST), _module(_SCOPE_MOD), _module(_ENV)
+    real = request.platform_compiler_config
+
+    def platform_first(options):
+        if scope.current_scoped_config() is None:
+            return real(options)
+        get = env.get
+        env.get = lambda name, *a, **k: "" if name == env.CC_FLAGS else get(name, *a, **k)
+        try:
+            return real(options)
+        finally:
+            env.get = get
+
+    request.platform_compiler_config = platform_first
+
+
+@_mutant("000.flow.native-two-element-jobs", f"{_FLOWS}::test_native_trace_jobs_have_two_elements_and_the_others_three",
+         r"the native job is 3 elements")
+def native_jobs_carry_a_list():
+    """The native path's trace jobs carry the resolved list as a third element, as the capture
+    path's do, instead of keeping two-element jobs."""
+    worker = _module(_WORKER).NeuronWorker
+    build = worker._build_trace_job
+
+    @functools.wraps(build)
+    def three(self, graph_type, kwargs=None):
+        job = build(self, graph_type, kwargs)
+        if len(job) == 2:
+            return (*job, self.model_runner.resolve_graph_compiler_args(graph_type))
+        return job
+
+    worker._build_trace_job = three
+
+
+@_mutant("000.scope.apply-replaces", f"{_SCOPE}::test_scope_replaces_compiler_args_and_keeps_other_options",
+         r"assert|==")
+def scope_appends_to_the_options():
+    """``apply_scoped_compiler_args`` appends the scoped list to the options' ``compiler_args``
+    instead of replacing them."""
+    scope = _module(_SCOPE_MOD)
+
+    def appended(options):
+        options = dict(options or {})
+        scoped = scope._scoped.get()
+        if scoped is not None:
+            options["compiler_args"] = list(options.get("compiler_args") or []) + list(scoped)
+        return options
+
+    scope.apply_scoped_compiler_args = appended
+
+
+@_mutant("000.scope.apply-without-scope", f"{_SCOPE}::test_no_scope_leaves_options_unchanged", r"assert|==")
+def no_scope_clears_the_list():
+    """Without a scope, ``apply_scoped_compiler_args`` sets ``compiler_args`` to an empty list
+    instead of leaving the options' own (the base arguments) in place."""
+    scope = _module(_SCOPE_MOD)
+    real = scope.apply_scoped_compiler_args
+
+    def cleared(options):
+        out = real(options)
+        if scope._scoped.get() is None:
+            out["compiler_args"] = []
+        return out
+
+    scope.apply_scoped_compiler_args = cleared
+
+
+@_mutant("000.scope.none-is-no-override", f"{_SCOPE}::test_none_scope_is_no_override", r"assert|==")
+def none_scope_is_an_empty_list():
+    """``scoped_compiler_args(None)`` overrides with an empty list instead of meaning "no
+    per-graph override"."""
+    scope = _module(_SCOPE_MOD)
+    real = scope.scoped_compiler_args
+
+    def empty(compiler_args):
+        return real([] if compiler_args is None else compiler_args)
+
+    scope.scoped_compiler_args = empty
+
+
+@_mutant("000.scope.context-manager", f"{_SCOPE}::test_threads_do_not_see_each_others_scopes", r"assert|==")
+def scope_is_a_process_global():
+    """The scope is a process-wide global instead of a context variable: a thread sees the list
+    another thread scoped."""
+    scope = _module(_SCOPE_MOD)
+
+    class _Global:
+        value = None
+
+        def get(self):
+            return self.value
+
+        def set(self, value):
+            old, self.value = self.value, value
+            return old
+
+        def reset(self, token):
+            self.value = token
+
+    scope._scoped = _Global()
+
+
+@_mutant("000.scope.concrete-list-only", f"{_SCOPE}::test_policy_returning_a_string_names_the_graph_type",
+         r"DID NOT RAISE|assert")
+def policy_string_is_split():
+    """A policy that returns one string instead of a list is split into arguments and accepted,
+    where only a concrete list may reach the backend."""
+    import shlex
+
+    home = _module(_RUNNER)
+    check = home.check_policy_result
+
+    @functools.wraps(check)
+    def lenient(result, graph_type, policy):
+        if isinstance(result, str):
+            result = shlex.split(result)
+        return check(result, graph_type, policy)
+
+    home.check_policy_result = lenient
+
+
+@_mutant("000.precedence.explicit-level-wins", f"{_FLOWS}::test_explicit_caller_level_disables_the_policy_for_every_graph",
+         r"the policy ran although the caller set a level")
+def explicit_level_keeps_the_policy():
+    """An explicit caller level is applied to the base arguments but leaves the model's policy on,
+    so per-graph lists still override the caller's level."""
+    runner = _module(_RUNNER).NeuronModelRunner
+    load = runner.load_model
+
+    @functools.wraps(load)
+    def policy_stays(self):
+        out = load(self)
+        policy = getattr(self.model, "compiler_args_for", None)
+        if policy is not None:
+            self._per_graph_compiler_args, self._compiler_args_policy = True, policy
+        return out
+
+    runner.load_model = policy_stays
+
+
+@_mutant("000.policy.graph-type-labels", f"{_SCOPE}::test_a_graph_type_that_is_not_one_is_refused_naming_it[not-a-string]",
+         r"DID NOT RAISE")
+def any_graph_type_accepted():
+    """A graph type that is not a non-empty string (``7``) is handed to the policy instead of being
+    refused naming it."""
+    _module(_RUNNER).check_graph_type = lambda graph_type: None
+
+
+@_mutant("000.helper.with-optimization-level",
+         f"{_SCOPE}::test_level_helper_keeps_unrelated_items_verbatim", r"assert|==")
+def level_helper_reorders_flags():
+    """``with_optimization_level`` puts the level first and sorts the other flags, instead of
+    replacing the level where it stands and keeping every other item verbatim."""
+    home = _module(_OPT_LEVEL)
+    real = home.with_optimization_level
+
+    @functools.wraps(real)
+    def sorted_flags(args, level):
+        out = real(args, level)
+        return [f"-O{level}", *sorted(a for a in out if a != f"-O{level}")]
+
+    home.with_optimization_level = sorted_flags
+    for name in ("reference.runner", "reference.runner.model_loading", "reference"):
+        module = _module(name)
+        if getattr(module, "with_optimization_level", None) is real:
+            module.with_optimization_level = sorted_flags
+
+
+@_mutant("000.flow.old-cache-base-args", f"{_FLOWS}::test_old_cache_directory_compiles_with_the_base_arguments",
+         r"args_source|_starts_with|assert")
+def old_cache_ignores_the_base_arguments():
+    """A staged graph with no recorded arguments (an old cache directory) is built with an empty
+    list instead of the base arguments ``parallel_compile`` was given."""
+    build = _module(_STAGED_BUILD)
+    real = build.staged_config
+
+    @functools.wraps(real)
+    def no_base(entry, base_compiler_args):
+        return real(entry, None)
+
+    build.staged_config = no_base
+
+
+@_mutant("000.flow.parallel-compile-reads-cache-dir",
+         f"{_FLOWS}::test_parallel_compile_of_a_directory_that_does_not_exist_is_an_error_naming_it", r"DID NOT RAISE")
+def missing_staging_directory_is_empty():
+    """``parallel_compile`` of a directory that does not exist builds nothing and reports success,
+    instead of refusing the path: a typo surfaces later as cache misses."""
+    import os
+
+    build = _module(_STAGED_BUILD)
+    real = build.parallel_compile
+
+    @functools.wraps(real)
+    def quiet(cache_dir, **kwargs):
+        if not os.path.isdir(cache_dir):
+            os.makedirs(cache_dir)
+        return real(cache_dir, **kwargs)
+
+    build.parallel_compile = quiet
+    _module("reference.flows").parallel_compile = quiet
+
+
+@_mutant("000.stability.native-assert-cache-key-args",
+         f"{_FLOWS}::test_nondeterministic_policy_is_detected_by_the_native_seam", r"DID NOT RAISE")
+def native_seam_trusts_the_key():
+    """The native seam never checks that one cache key was built with one argument list
+    (``_assert_cache_key_args`` does nothing), so a policy that changes its answer is served the
+    artifact of the first list."""
+    native = _module(_NATIVE)
+    native._REGISTRY.check_and_record = lambda *a, **k: None
+    native._assert_cache_key_args = lambda *a, **k: None
+
+
+
+# --- seed 001: the torch.compile backend ----------------------------------------------------------
+
+_GRAPH_BREAKS = "reference.backends.graph_breaks"
+_METRICS = "reference.core.metrics"
+_NEURON = "reference.backends.neuron"
+_CONTRACT = "conformance/tests/test_backend_contract.py"
+_SUPPORT = "conformance/tests/test_backend_support.py"
+_FX = "conformance/tests/test_fx_passes.py"
+_KEYS = "conformance/tests/test_cache_key.py"
+_GUARD_TESTS = "conformance/tests/test_spmd_guards.py"
+
+
+def _env_default(name: str, value) -> None:
+    """Make the reference's declared default of variable ``name`` ``value``."""
+    import dataclasses
+
+    env = _module(_ENV)
+    env._VARS[name] = dataclasses.replace(env._VARS[name], default=value)
+
+
+def _records_with(**changes) -> None:
+    """Every metrics record the helper API returns has ``changes`` applied (a record of the wrong
+    shape, the graphs compiled as before)."""
+    import dataclasses
+
+    registry = type(_module(_METRICS).METRICS)
+    records = registry.records
+
+    @functools.wraps(records)
+    def changed(self):
+        out = []
+        for m in records(self):
+            fields = {k: (v(m) if callable(v) else v) for k, v in changes.items()}
+            private = {k: fields.pop(k) for k in list(fields) if k == "torch_neuronx_compile_us"}
+            m = dataclasses.replace(m, **fields)
+            if private:
+                m = dataclasses.replace(m, _compile_us=private["torch_neuronx_compile_us"], _compile_us_source=None)
+            out.append(m)
+        return out
+
+    registry.records = changed
+
+
+_METRICS_TEST = f"{_CONTRACT}::test_metrics_describe_every_compiled_graph"
+
+
+@_mutant("001.metrics.graph-id", _METRICS_TEST, r"graph_id")
+def metrics_graph_id_is_the_name():
+    """A metrics record's ``graph_id`` is the graph's name, not its cache key."""
+    _records_with(graph_id=lambda m: m.graph_name)
+
+
+@_mutant("001.metrics.graph-name", _METRICS_TEST, r"graph_name")
+def metrics_graph_name_drops_the_graph_type():
+    """A metrics record's ``graph_name`` leaves out the graph type
+    (``{model_name}_{aot_id}_{nth}``)."""
+    _records_with(graph_name=lambda m: m.graph_name.replace("_inference_", "_"))
+
+
+@_mutant("001.metrics.has-collectives", _METRICS_TEST, r"has_collectives")
+def metrics_has_collectives_unset():
+    """A metrics record's ``has_collectives`` is ``None`` instead of a bool."""
+    _records_with(has_collectives=None)
+
+
+@_mutant("001.metrics.graph-node-count", _METRICS_TEST, r"graph_node_count")
+def metrics_node_count_zero():
+    """A metrics record's ``graph_node_count`` is always 0."""
+    _records_with(graph_node_count=0)
+
+
+@_mutant("001.metrics.timestamp", _METRICS_TEST, r"timestamp")
+def metrics_timestamp_is_a_number():
+    """A metrics record's ``timestamp`` is a float of seconds instead of a string."""
+    import time
+
+    _records_with(timestamp=lambda m: time.time())
+
+
+@_mutant("001.metrics.fx-passes-us", _METRICS_TEST, r"torch_neuronx_fx_passes_us")
+def metrics_fx_passes_in_seconds():
+    """A metrics record's ``torch_neuronx_fx_passes_us`` is a float of seconds, not an int of
+    microseconds."""
+    _records_with(torch_neuronx_fx_passes_us=lambda m: m.torch_neuronx_fx_passes_us / 1e6)
+
+
+@_mutant("001.metrics.lower-us", _METRICS_TEST, r"torch_neuronx_lower_us")
+def metrics_lower_in_seconds():
+    """A metrics record's ``torch_neuronx_lower_us`` is a float of seconds, not an int of
+    microseconds."""
+    _records_with(torch_neuronx_lower_us=lambda m: m.torch_neuronx_lower_us / 1e6)
+
+
+@_mutant("001.metrics.compile-us", _METRICS_TEST, r"torch_neuronx_compile_us")
+def metrics_compile_in_seconds():
+    """A metrics record's ``torch_neuronx_compile_us`` is a float of seconds, not an int of
+    microseconds."""
+    _records_with(torch_neuronx_compile_us=lambda m: m.torch_neuronx_compile_us / 1e6)
+
+
+@_mutant("001.breaks.diagnostic-type", f"{_CONTRACT}::test_an_op_with_no_lowering_breaks_the_graph[function]",
+         r"gb_type|Op not supported by the Neuron backend")
+def diagnostic_type_respelled():
+    """A forced graph break raises ``Unsupported`` of the diagnostic type "Unsupported op (neuron)"
+    instead of the seed's "Op not supported by the Neuron backend"."""
+    _module(_GRAPH_BREAKS).GB_TYPE = "Unsupported op (neuron)"
+
+
+@_mutant("001.breaks.grouped-mm", f"{_SUPPORT}::test_grouped_mm_breaks", r"declared Supported, observed")
+def grouped_mm_not_broken():
+    """``grouped_mm`` is not on the always-break list: it reaches the compiler."""
+    _module(_GRAPH_BREAKS).ALWAYS_BREAK = ()
+
+
+@_mutant("001.breaks.list-from-installed",
+         f"{_CONTRACT}::test_the_reported_no_lowering_list_is_the_one_compiles_break_on", r"every toolchain lowers")
+def no_lowering_list_is_stale():
+    """The no-lowering list is a fixed table rather than what the installed tools lower: it names
+    ops (``exp``, ``tanh``) that lower, so they break graphs for nothing."""
+    home = _module(_GRAPH_BREAKS)
+    real = home.break_ops
+
+    @functools.wraps(real)
+    def stale():
+        return {**dict(real()), "exp": "stale table entry", "tanh": "stale table entry"}
+
+    home.break_ops = stale
+
+
+@_mutant("001.breaks.method-form",
+         f"{_CONTRACT}::test_sort_at_the_threshold_does_not_break_and_one_more_does[sort-method]", r"assert|==")
+def method_form_never_breaks():
+    """The graph-break rules see torch functions only: ``x.sort()`` above the threshold stays in
+    the graph."""
+    _module(_GRAPH_BREAKS)._on_method = lambda tx, name, args, kwargs: None
+
+
+@_mutant("001.param.mode-warns", f"{_CONTRACT}::test_a_mode_other_than_default_warns_and_falls_back", r"max-autotune|assert any")
+def other_modes_silent():
+    """A ``mode`` other than the default is ignored without the warning that says so."""
+    home = _module(_NEURON)
+    warn = home.warn_user
+
+    def quiet(message, *args, **kwargs):
+        if "mode=" in str(message):
+            return None
+        return warn(message, *args, **kwargs)
+
+    home.warn_user = quiet
+
+
+@_mutant("001.param.dynamic-true-rejected",
+         f"{_CONTRACT}::test_dynamic_true_is_rejected_at_compile_time_and_shapes_recompile_per_shape", r"DID NOT RAISE")
+def dynamic_true_accepted():
+    """``dynamic=True`` is accepted (and compiled per shape) instead of rejected at compile time."""
+    _module(_NEURON)._reject_explicit_dynamic = lambda: None
+
+
+@_mutant("001.param.options", f"{_CONTRACT}::test_options_must_be_a_dict_or_none", r"DID NOT RAISE")
+def options_of_any_type():
+    """``options`` that are not a dict (a list of flags) are accepted and ignored."""
+    home = _module(_NEURON)
+    real = home.normalize_options
+
+    @functools.wraps(real)
+    def lenient(options):
+        return real(options if isinstance(options, dict) else None)
+
+    home.normalize_options = lenient
+
+
+@_mutant("001.env.disable-fallback-execution", f"{_CONTRACT}::test_fallback_is_off_by_default_and_zero_turns_it_on",
+         r"assert False is True|DID NOT RAISE|is True")
+def fallback_on_by_default():
+    """``TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION`` defaults to false: a failing compile runs
+    eagerly unless the user asks for the error."""
+    env = _module(_ENV)
+    _env_default(env.DISABLE_FALLBACK_EXECUTION, False)
+
+
+@_mutant("001.env.fallback-off-execution-failure",
+         f"{_CONTRACT}::test_an_execution_failure_reaches_the_caller_as_neff_execution_error_by_default", r"DID NOT RAISE")
+def execution_failure_always_falls_back():
+    """An execution failure runs the graph eagerly even with fallback disabled (the default): only
+    compile failures reach the caller."""
+    home = _module(_NEURON)
+    real = home._with_fallback
+
+    @functools.wraps(real)
+    def always(*args, fallback, **kwargs):
+        return real(*args, fallback=True, **kwargs)
+
+    home._with_fallback = always
+
+
+@_mutant("001.helper.neff-execution-error",
+         f"{_CONTRACT}::test_an_execution_failure_reaches_the_caller_as_neff_execution_error_by_default",
+         r"RuntimeError|DID NOT RAISE")
+def execution_failure_is_a_plain_runtime_error():
+    """An execution failure reaches the caller as a plain ``RuntimeError`` instead of
+    ``NEFFExecutionError``."""
+    errors = _module("reference.core.errors")
+    runtime = _module("reference.runtime")
+
+    class PlainRuntimeError(RuntimeError):
+        def __init__(self, message="", *args, graph_name=None, **kwargs):
+            super().__init__(message)
+
+    runtime.NEFFExecutionError = PlainRuntimeError
+    serving = _module("reference.pipeline.serving")
+    serving.NEFFExecutionError = PlainRuntimeError
+    del errors
+
+
+# the factories registered above, for ``from conformance.selfcheck.mutants_statements import *``
+__all__ = [name for name, m in MUTANTS.items() if m.module == __name__]

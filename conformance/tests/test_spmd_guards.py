@@ -149,7 +149,7 @@ def _violation_chain(impl, exc):
 
 @pytest.mark.parametrize("builder", sorted(BUILDERS))
 @pytest.mark.parametrize("strict", ["0", "1"], ids=["warn", "strict"])
-@pytest.mark.spec("002.guards.rank-constant-detects")
+@pytest.mark.spec("002.guards.rank-constant-detects", "002.guards.strict-flag")
 def test_a_baked_rank_constant_is_caught_for_every_builder(impl, monkeypatch, builder, strict):
     monkeypatch.setenv(STRICT, strict)
     fn = BUILDERS[builder]
