@@ -141,7 +141,7 @@ def test_a_run_meets_fails_skips_or_leaves_each_statement_untested():
     seed = cov["seeds"]["001_x.txt"]
     assert (seed["statements"], seed["met"], seed["failed"], seed["skipped"], seed["untested"]) == (6, 1, 3, 1, 1)
     page = spec.render(cov, "x", "default")
-    assert "| 001_x.txt | 6 | 1 | 3 | 1 | 1 | 0 | 0 |" in page and "| env | 1 | 2 | 1 | 1 |" in page
+    assert "| 001_x.txt | 6 | 1 | 3 | 1 | 1 | 0 | 0 | 0 |" in page and "| env | 1 | 2 | 1 | 1 |" in page
 
 
 def test_the_figures_in_the_docs_are_the_catalogues():
@@ -150,14 +150,15 @@ def test_the_figures_in_the_docs_are_the_catalogues():
     catalogue = spec.load()
     counts = collections.Counter((st.seed_number, st.status) for st in catalogue.values())
     page = (ROOT / "docs" / "spec_coverage.md").read_text()
-    rows = {line.split("|")[1].strip()[:3]: [int(c) for c in line.split("|")[2:6]]
+    rows = {line.split("|")[1].strip()[:3]: [int(c) for c in line.split("|")[2:7]]
             for line in page.splitlines() if re.match(r"\| (00\d|all) ", line)}
     for seed in ("000", "001", "002", "003", "004"):
         want = [sum(v for (s, _), v in counts.items() if s == seed),
-                counts[(seed, spec.TESTED)], counts[(seed, spec.DEVIATION)], counts[(seed, spec.NOT_APPLICABLE)]]
+                counts[(seed, spec.TESTED)], counts[(seed, spec.DEVIATION)], counts[(seed, spec.NOT_APPLICABLE)],
+                counts[(seed, spec.INTERNAL)]]
         assert rows.get(seed) == want, f"docs/spec_coverage.md, seed {seed}: {rows.get(seed)}; the catalogue: {want}"
     assert rows.get("all") == [len(catalogue), *(sum(counts[(s, st)] for s in "000 001 002 003 004".split())
-                                                 for st in (spec.TESTED, spec.DEVIATION, spec.NOT_APPLICABLE))]
+                                                 for st in (spec.TESTED, spec.DEVIATION, spec.NOT_APPLICABLE, spec.INTERNAL))]
 
 
 def test_every_mutant_a_statement_names_is_registered():

@@ -7,7 +7,9 @@ the statement), the seed file, a short quote, a kind, and one status:
 - ``tested``: tests cite it with ``@pytest.mark.spec("<id>", ...)``;
 - ``deviation``: the reference does something else on purpose; ``doc`` links the page of ``docs/``
   that says what differs and why (tests may cite it too: they check what the reference does);
-- ``not-applicable-on-CPU``: ``reason`` says why no test on this machine can check it.
+- ``not-applicable-on-CPU``: ``reason`` says why no test on this machine can check it;
+- ``internal``: a statement about an implementation's own source (a file or module layout) that no
+  adapter can show; ``reason`` says so and where the reference keeps it.
 
 A statement may also name the support-matrix row that observes it (``support = [table, row,
 status]``): it is met only when the probe observed that status, since a probe passes whatever
@@ -35,8 +37,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 CATALOGUE_DIR = Path(__file__).resolve().parent.parent / "spec"
-TESTED, DEVIATION, NOT_APPLICABLE = "tested", "deviation", "not-applicable-on-CPU"
-STATUSES = (TESTED, DEVIATION, NOT_APPLICABLE)
+TESTED, DEVIATION, NOT_APPLICABLE, INTERNAL = "tested", "deviation", "not-applicable-on-CPU", "internal"
+STATUSES = (TESTED, DEVIATION, NOT_APPLICABLE, INTERNAL)
+#: statuses no suite run can check: their statements are never counted as left untested
+UNCHECKABLE = (NOT_APPLICABLE, INTERNAL)
 KINDS = ("api", "parameter", "env", "field", "error", "behaviour", "level", "mode", "config", "name")
 ID = re.compile(r"^(00[0-4])\.([a-z0-9-]+)\.([a-z0-9-]+)$")
 #: a run's verdict on one statement
@@ -112,13 +116,15 @@ def _statement(path: Path, seed: str, raw: dict) -> Statement:
         raise CatalogueError(f"{where}: a deviation links the page of docs/ that explains it (doc = \"docs/...\")")
     if status == NOT_APPLICABLE and not raw.get("reason"):
         raise CatalogueError(f"{where}: say why it is not applicable on a CPU (reason = \"...\")")
+    if status == INTERNAL and not raw.get("reason"):
+        raise CatalogueError(f"{where}: say why no adapter can show it and where the reference keeps it (reason = \"...\")")
     support = raw.get("support")
     if support is not None and (len(support) != 3 or not all(isinstance(s, str) for s in support)):
         raise CatalogueError(f"{where}: support is [table, row, status]")
     mutants = raw.get("mutants", [])
     if not isinstance(mutants, list) or not all(isinstance(m, str) and m.isidentifier() for m in mutants):
         raise CatalogueError(f"{where}: mutants is a list of mutant names (mutants = [\"name\", ...])")
-    if mutants and status == NOT_APPLICABLE:
+    if mutants and status in UNCHECKABLE:
         raise CatalogueError(f"{where}: a statement no test on a CPU checks has no mutant its tests could catch")
     return Statement(id=sid, seed=seed, quote=raw["quote"], kind=kind, status=status, doc=raw.get("doc", ""),
                      reason=raw.get("reason", ""), support=tuple(support) if support else None, mutants=tuple(mutants))
@@ -257,11 +263,11 @@ def coverage(catalogue: dict[str, Statement], tests: list[dict], support_rows: l
 
 def totals_lines(cov: dict) -> list[str]:
     """The per-seed totals table (the first screen of ``summary.md``)."""
-    lines = ["| seed | statements | met | failed | skipped | untested | deviation | n/a on CPU |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = ["| seed | statements | met | failed | skipped | untested | deviation | n/a on CPU | internal |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for seed, s in sorted(cov["seeds"].items()):
         lines.append(f"| {seed} | {s['statements']} | {s[MET]} | {s[FAILED]} | {s[SKIPPED]} | {s[UNTESTED]} | "
-                     f"{s[DEVIATION]} | {s[NOT_APPLICABLE]} |")
+                     f"{s[DEVIATION]} | {s[NOT_APPLICABLE]} | {s.get(INTERNAL, 0)} |")
     return lines
 
 
@@ -338,8 +344,9 @@ def _totals(statements: list[dict]) -> dict:
 
 
 def untested_outside_not_applicable(cov: dict) -> list[dict]:
-    """The statements no lane's suite run checked, leaving out those not applicable on a CPU."""
-    return [s for s in cov["statements"] if s["verdict"] == UNTESTED and s["status"] != NOT_APPLICABLE]
+    """The statements no lane's suite run checked, leaving out those no run can check (not
+    applicable on a CPU, or internal to an implementation's source)."""
+    return [s for s in cov["statements"] if s["verdict"] == UNTESTED and s["status"] not in UNCHECKABLE]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -371,7 +378,7 @@ def main(argv: list[str] | None = None) -> int:
           + (f" (no report from {', '.join(missing)})" if missing else ""))
     for line in totals_lines(cov):
         print(line)
-    print(f"{len(left)} statement(s) untested outside n/a on CPU" + (":" if left else ""))
+    print(f"{len(left)} statement(s) untested outside n/a on CPU and internal" + (":" if left else ""))
     for s in left:
         print(f"  {s['id']} ({s['status']}): {s['quote'][:100]}")
     return 1 if left else 0

@@ -396,7 +396,9 @@ def metrics_lower_in_seconds():
 def metrics_compile_in_seconds():
     """A metrics record's ``torch_neuronx_compile_us`` is a float of seconds, not an int of
     microseconds."""
-    _records_with(torch_neuronx_compile_us=lambda m: m.torch_neuronx_compile_us / 1e6)
+    cls = _module(_METRICS).NeuronCompilationMetrics
+    real = cls.torch_neuronx_compile_us.fget
+    cls.torch_neuronx_compile_us = property(lambda self: real(self) / 1e6)
 
 
 @_mutant("001.breaks.diagnostic-type", f"{_CONTRACT}::test_an_op_with_no_lowering_breaks_the_graph[function]",
@@ -407,7 +409,9 @@ def diagnostic_type_respelled():
     _module(_GRAPH_BREAKS).GB_TYPE = "Unsupported op (neuron)"
 
 
-@_mutant("001.breaks.grouped-mm", f"{_SUPPORT}::test_grouped_mm_breaks", r"declared Supported, observed")
+@_mutant("001.breaks.grouped-mm", f"{_SUPPORT}::test_grouped_mm_breaks",
+         # either fullgraph=True compiles it (Unsupported never raised) or the compiler refuses it
+         (r"declared Supported, observed", r"LoweringError.*grouped_mm|grouped_mm.*(no lowering|could not lower|failed to legalize)"))
 def grouped_mm_not_broken():
     """``grouped_mm`` is not on the always-break list: it reaches the compiler."""
     _module(_GRAPH_BREAKS).ALWAYS_BREAK = ()
@@ -511,6 +515,449 @@ def execution_failure_is_a_plain_runtime_error():
     serving = _module("reference.pipeline.serving")
     serving.NEFFExecutionError = PlainRuntimeError
     del errors
+
+
+
+@_mutant("001.helper.get-model-name-default", f"{_SUPPORT}::test_get_model_name", r"declared Supported, observed")
+def default_model_name_is_model():
+    """``get_model_name()`` returns ``"model"`` when no name was set, not ``"model_default"``."""
+    settings = _module("reference.core.settings")
+    settings._MODEL_NAME.set("model")
+    settings.DEFAULT_MODEL_NAME = "model"
+
+
+@_mutant("001.helper.get-rank-outside", f"{_SUPPORT}::test_get_rank", r"declared Supported, observed")
+def rank_outside_distributed_is_minus_one():
+    """``get_rank()`` outside ``torch.distributed`` returns -1 instead of the device index (0)."""
+    settings = _module("reference.core.settings")
+    real = settings.get_rank
+
+    @functools.wraps(real)
+    def minus_one():
+        import torch.distributed as dist
+
+        return real() if dist.is_available() and dist.is_initialized() else -1
+
+    settings.get_rank = minus_one
+    for name in ("reference", "reference.backends.api"):
+        if getattr(_module(name), "get_rank", None) is real:
+            setattr(_module(name), "get_rank", minus_one)
+
+
+@_mutant("001.helper.reset-dynamo-metrics", f"{_SUPPORT}::test_reset_dynamo_metrics", r"declared Supported, observed")
+def reset_keeps_the_records():
+    """``reset_dynamo_metrics()`` resets the counters but keeps the recorded graphs."""
+    registry = type(_module(_METRICS).METRICS)
+
+    def counters_only(self):
+        with self._lock:
+            self._counters.clear()
+            self._graph_counts.clear()
+
+    registry.reset = counters_only
+
+
+@_mutant("001.helper.neff-compilation-error", f"{_SUPPORT}::test_neff_compilation_error",
+         r"declared Supported, observed|NEFFCompilationError|CompilerArgumentError")
+def compilation_error_exported_is_another_class():
+    """The ``NEFFCompilationError`` the helper API exports is a class of its own that the backend
+    never raises: a compiler failure cannot be caught by it."""
+    reference = _module("reference")
+
+    class NEFFCompilationError(RuntimeError):
+        """Exported, never raised."""
+
+    reference.NEFFCompilationError = NEFFCompilationError
+
+
+@_mutant("001.metrics.enabled-tables", f"{_SUPPORT}::test_var_metric_tables", r"declared Supported, observed")
+def graph_stats_file_misnamed():
+    """The ``graph_stats`` table is written to ``graph-stats.csv`` instead of ``graph_stats.csv``."""
+    import os
+
+    api, env = _module("reference.backends.api"), _module(_ENV)
+    api.graph_stats_path = lambda: os.path.join(env.get(env.METRICS_DIR), "graph-stats.csv")
+
+
+@_mutant("001.env.target-override", f"{_CONTRACT}::test_a_target_in_the_options_compiles_as_the_override_variable_does",
+         r"options target trn3 keyed")
+def target_override_ignored():
+    """``NEURON_PLATFORM_TARGET_OVERRIDE`` is read but never applied: graphs compile for the target
+    of the options or the default."""
+    env = _module(_ENV)
+    get = env.get
+
+    @functools.wraps(get)
+    def without(name, *args, **kwargs):
+        return None if name == env.PLATFORM_TARGET_OVERRIDE else get(name, *args, **kwargs)
+
+    env.get = without
+
+
+@_mutant("001.env.compile-options-target", f"{_CONTRACT}::test_a_target_in_the_options_compiles_as_the_override_variable_does",
+         r"options target trn3 keyed|did not reach the compile")
+def options_target_ignored():
+    """``options={"target": ...}`` is accepted and ignored: graphs compile for the default target."""
+    scope = _module(_SCOPE_MOD)
+    real = scope.platform_compiler_config
+
+    @functools.wraps(real)
+    def no_target(options):
+        return real({k: v for k, v in dict(options or {}).items() if k != "target"})
+
+    scope.platform_compiler_config = no_target
+    _module(_REQUEST).platform_compiler_config = no_target
+
+
+@_mutant("001.env.debug-dir-default",
+         f"{_CONTRACT}::test_unset_folders_default_to_the_seeds_names_under_the_temporary_directory", r"no debug folder")
+def debug_folder_renamed():
+    """Unset, ``TORCH_NEURONX_DEBUG_DIR`` defaults to a folder named ``neuron_debug`` instead of the
+    seeds' ``neuron_backend_``."""
+    env = _module(_ENV)
+    env._DEFAULT_FACTORIES[env.DEBUG_DIR] = lambda: env._user_tmp("neuron_debug")
+
+
+@_mutant("001.cache.default-dirs",
+         f"{_CONTRACT}::test_unset_folders_default_to_the_seeds_names_under_the_temporary_directory", r"no NEFF cache entry")
+def neff_cache_folder_renamed():
+    """Unset, ``TORCH_NEURONX_NEFF_CACHE_DIR`` defaults to a folder named ``neff`` instead of the
+    seeds' ``neff_cache``."""
+    env = _module(_ENV)
+    env._DEFAULT_FACTORIES[env.NEFF_CACHE_DIR] = lambda: env._user_tmp("neff")
+
+
+@_mutant("001.cache.shape-per-entry", f"{_KEYS}::test_any_dtype_shape_or_stride_changes_the_key", r"collide|same key|differ")
+def key_ignores_the_shape():
+    """The cache key takes the inputs' dtypes and strides but not their shapes, so two shapes share
+    one entry."""
+    key = _module("reference.cache.key")
+    real = key._spec_json
+
+    @functools.wraps(real)
+    def no_shape(spec):
+        out = real(spec)
+        if isinstance(out, dict):
+            out = {k: v for k, v in out.items() if k != "shape"}
+        elif isinstance(out, (list, tuple)) and len(out) == 3:
+            out = [out[0], None, out[2]]
+        return out
+
+    key._spec_json = no_shape
+
+
+@_mutant("001.cache.compiler-version-in-key", f"{_KEYS}::test_any_tool_version_changes_the_key", r"collide|same key|differ")
+def key_ignores_the_compiler_version():
+    """The cache key leaves out the compiler's version: an artifact built by another compiler is
+    served."""
+    key = _module("reference.cache.key")
+    real = key.key_components
+
+    @functools.wraps(real)
+    def without(*args, **kwargs):
+        comps = real(*args, **kwargs)
+        comps["versions"] = {k: v for k, v in comps["versions"].items() if k != "compiler"}
+        return comps
+
+    key.key_components = without
+
+
+@_mutant("001.cache.content-addressed", f"{_KEYS}::test_any_change_to_the_hlo_changes_the_key", r"collide|same key|differ")
+def key_ignores_the_hlo():
+    """The cache key is made of the arguments, the input specs and the versions only, not the
+    graph's content: two graphs of the same signature share one entry."""
+    key = _module("reference.cache.key")
+    real = key.key_components
+
+    @functools.wraps(real)
+    def without(*args, **kwargs):
+        comps = real(*args, **kwargs)
+        comps["hlo_sha256"] = "-"
+        return comps
+
+    key.key_components = without
+
+
+@_mutant("002.cache.same-32-char-hash", f"{_KEYS}::test_the_key_is_32_lowercase_hex_and_repeatable", r"32|assert")
+def key_of_40_characters():
+    """The cache key is 40 hex characters instead of the seeds' 32."""
+    _module("reference.cache.key").KEY_LENGTH = 40
+
+
+@_mutant("001.env.boolean-spellings", f"{_CONTRACT}::test_a_boolean_variable_with_a_bad_value_names_itself",
+         r"Regex pattern did not match|DID NOT RAISE")
+def booleans_take_only_one_and_zero():
+    """Boolean variables accept only ``1``/``0`` (and say so), not the seeds' ``1``/``true``/``yes``."""
+    env = _module(_ENV)
+    real = env._parse
+
+    def strict(var, raw):
+        if var.kind == "bool" and raw.strip().lower() not in ("1", "0"):
+            raise env.EnvVarError(var.name, raw, "1 or 0")
+        return real(var, raw)
+
+    env._parse = strict
+
+
+# --- seed 002: SPMD ---------------------------------------------------------------------------------
+
+_GUARDS = "reference.spmd.guards"
+
+
+@_mutant("002.rank.runtime-tensor", f"{_GUARD_TESTS}::test_the_rank_is_a_zero_dimensional_int64_tensor_of_its_value",
+         r"torch\.int32|assert")
+def rank_tensor_is_int32():
+    """The runtime rank is an int32 tensor instead of the seeds' 0-d int64."""
+    import torch
+
+    rank = _module("reference.spmd.rank")
+    rank.RANK_DTYPE = torch.int32
+
+
+@_mutant("002.guards.warn-by-default", f"{_GUARD_TESTS}::test_mpmd_twin_warns_by_default", r"DID NOT WARN|warning")
+def rank_constant_check_silent_by_default():
+    """Without the strict flag the rank-constant check tolerates a baked constant silently instead
+    of warning."""
+    guards = _module(_GUARDS)
+    passes = _module("reference.fx_passes.spmd_passes")
+    real = guards.check_rank_constants
+
+    @functools.wraps(real)
+    def silent(gm, *, graph_name="<graph>", strict):
+        if strict:
+            return real(gm, graph_name=graph_name, strict=True)
+        return guards.find_rank_constants(gm)
+
+    guards.check_rank_constants = silent
+    passes.check_rank_constants = silent
+
+
+@_mutant("002.guards.rank-constant-strict-raises", f"{_GUARD_TESTS}::test_mpmd_twin_fails_under_strict_naming_node_and_line",
+         r"rank_id|spmd\.py")
+def strict_error_names_no_source_line():
+    """Under the strict flag the rank-constant error names neither the node nor its source line."""
+    guards = _module(_GUARDS)
+    cls = guards.RankConstant
+    cls.describe = lambda self: "a baked constant"
+
+
+@_mutant("002.guards.num-graphs-agnostic", f"{_GUARD_TESTS}::test_single_artifact_check_passes_a_model_with_many_graphs",
+         r"Splinter|splinter|assert")
+def several_graphs_count_as_splinters():
+    """The single-artifact check expects one staged graph: a model with several distinct graphs
+    (prefill, decode buckets, an encoder) is reported as splintered."""
+    guards = _module(_GUARDS)
+    real = guards.find_splinters
+
+    @functools.wraps(real)
+    def one_graph(staged):
+        out = real(staged)
+        if len(staged) > 1:
+            graphs = sorted(staged)
+            for g in graphs[1:]:
+                for key, ranks in staged[g].items():
+                    out.append(guards.Splinter(g, key, tuple(sorted(ranks)), ()))
+        return out
+
+    guards.find_splinters = one_graph
+
+
+@_mutant("002.guards.clean-compiles-silently",
+         f"{_GUARD_TESTS}::test_spmd_clean_layer_compiles_silently_in_both_settings[0]", r"rank")
+def clean_graphs_warned_about():
+    """The rank-constant check warns about every graph with a rank input, baked constant or not."""
+    import warnings
+
+    guards = _module(_GUARDS)
+    passes = _module("reference.fx_passes.spmd_passes")
+    real = guards.check_rank_constants
+
+    @functools.wraps(real)
+    def noisy(gm, *, graph_name="<graph>", strict):
+        if guards.rank_placeholders(gm) and not guards.find_rank_constants(gm):
+            warnings.warn(guards.SPMDWarning(f"graph {graph_name!r} takes a rank input; check it for baked rank values"),
+                          stacklevel=2)
+        return real(gm, graph_name=graph_name, strict=strict)
+
+    guards.check_rank_constants = noisy
+    passes.check_rank_constants = noisy
+
+
+# --- seed 003: the FX passes ------------------------------------------------------------------------
+
+
+def _default_passes(reorder) -> None:
+    """The default pass manager holds the passes ``reorder(passes)`` returns."""
+    fx = _module("reference.fx_passes")
+    real = fx.get_default_pass_manager
+
+    @functools.wraps(real)
+    def reordered():
+        manager = real()
+        manager.passes = list(reorder(list(manager.passes)))
+        return manager
+
+    for name in ("reference.fx_passes", "reference.pipeline.lowering", _NEURON):
+        _module(name).get_default_pass_manager = reordered
+
+
+def _swap(passes, a: str, b: str):
+    names = [p.name for p in passes]
+    i, j = names.index(a), names.index(b)
+    passes[i], passes[j] = passes[j], passes[i]
+    return passes
+
+
+@_mutant("003.default.order", f"{_FX}::test_default_order", r"assert|==")
+def collective_pass_before_kernel_config():
+    """The default order runs ``CollectiveReplicaGroupsPass`` before
+    ``NkiKernelWriteBackendConfigPass`` (the rank-constant check still last)."""
+    _default_passes(lambda ps: _swap(ps, "CollectiveReplicaGroupsPass", "NkiKernelWriteBackendConfigPass"))
+
+
+@_mutant("002.guards.rank-constant-pass-last", f"{_FX}::test_default_order", r"assert|==")
+def rank_constant_check_runs_first():
+    """``RankConstantCheckPass`` runs first instead of last, on a graph the other passes have not
+    rewritten yet."""
+    _default_passes(lambda ps: [p for p in ps if p.name == "RankConstantCheckPass"]
+                    + [p for p in ps if p.name != "RankConstantCheckPass"])
+
+
+@_mutant("003.default.aliasing-before-inplace", f"{_FX}::test_an_output_that_is_a_mutated_input_is_the_callers_tensor",
+         r"assert|caller|storage|same")
+def inplace_rewrite_before_aliasing():
+    """The in-place rewrite runs before the aliasing analysis, which then no longer sees that an
+    output is a mutated input."""
+    _default_passes(lambda ps: _swap(ps, "AliasingOutputRewritePass", "InPlaceToOutOfPlacePass"))
+
+
+@_mutant("003.manager.debug-timing", f"{_FX}::test_each_pass_logs_its_time_at_debug_in_the_seeds_words", r"assert|==")
+def pass_timing_in_milliseconds():
+    """Each pass's DEBUG line gives milliseconds in other words (``pass X: 1.2 ms``) instead of the
+    seeds' ``FX Pass 'X' completed in 0.0012s``."""
+    import logging
+
+    fx = _module("reference.fx_passes.pass_manager")
+    manager = fx.FXPassManager
+    logger_debug = logging.Logger.debug
+
+    def respelled(self, msg, *args, **kwargs):
+        if isinstance(msg, str) and msg.startswith("FX Pass '%s' completed in"):
+            name, seconds = args[0], args[1]
+            return logger_debug(self, "pass %s: %.1f ms", name, seconds * 1000)
+        return logger_debug(self, msg, *args, **kwargs)
+
+    logging.Logger.debug = respelled
+    del manager
+
+
+@_mutant("003.config.enable-fx-passes", f"{_FX}::test_enable_fx_passes_false_skips_the_stage", r"assert|==")
+def enable_fx_passes_false_ignored():
+    """``enable_fx_passes=False`` is accepted but the pass stage runs anyway."""
+    import dataclasses
+
+    home = _module(_NEURON)
+    real = home.resolve_request
+
+    @functools.wraps(real)
+    def always(*args, **kwargs):
+        return dataclasses.replace(real(*args, **kwargs), enable_fx_passes=True)
+
+    home.resolve_request = always
+
+
+@_mutant("003.config.target-device", f"{_FX}::test_a_bad_target_device_is_named", r"DID NOT RAISE|target_device")
+def bad_target_device_becomes_cpu():
+    """A ``target_device`` that is not a device is replaced by the CPU instead of refused naming
+    the option."""
+    import dataclasses
+
+    import torch
+
+    home = _module(_NEURON)
+    real = home.resolve_request
+
+    @functools.wraps(real)
+    def lenient(*args, **kwargs):
+        request = real(*args, **kwargs)
+        try:
+            torch.device(request.target_device)
+        except (RuntimeError, ValueError):
+            request = dataclasses.replace(request, target_device="cpu")
+        return request
+
+    home.resolve_request = lenient
+
+
+@_mutant("003.config.target-device-xla",
+         f"{_FX}::test_without_a_target_device_the_device_rewriter_moves_the_graph_where_it_runs", r"ran on meta|meta|assert")
+def default_target_device_is_meta():
+    """Without a ``target_device`` the device rewriter moves graphs to ``meta`` (neither the seeds'
+    ``xla`` nor a device the reference runs on)."""
+    import dataclasses
+
+    base = _module("reference.fx_passes.base")
+    ctx = base.PassContext
+    fields = {f.name: f for f in dataclasses.fields(ctx)}
+    of = ctx.of.__func__
+
+    def meta_default(cls, **kwargs):
+        kwargs.setdefault("target_device", "meta")
+        return of(cls, **kwargs)
+
+    ctx.of = classmethod(meta_default)
+    del fields
+
+
+def _no_op(cls_path: str, name: str) -> None:
+    module = _module(cls_path)
+    getattr(module, name).transform = lambda self, gm, ctx: gm
+
+
+@_mutant("003.passes.device-rewriter",
+         f"{_FX}::test_without_a_target_device_the_device_rewriter_moves_the_graph_where_it_runs", r"cuda|assert")
+def device_rewriter_does_nothing():
+    """``DeviceRewriterPass`` leaves every device as the graph names it."""
+    _no_op("reference.fx_passes.device_rewriter", "DeviceRewriterPass")
+
+
+@_mutant("003.passes.nki-backend-config", f"{_FX}::test_a_kernel_writing_into_a_callers_buffer",
+         # the write is lost, or the kernel call, left unconfigured, cannot be lowered at all
+         (r"buffer the kernel wrote|assert", r"LoweringError"))
+def kernel_write_back_dropped():
+    """``NkiKernelWriteBackendConfigPass`` does nothing: a kernel call that writes into a caller's
+    buffer (``mutates_args``) is left without the configuration that hands the write back."""
+    _no_op("reference.fx_passes.backend_config_pass", "NkiKernelWriteBackendConfigPass")
+
+
+@_mutant("003.interface.fxpass", f"{_FX}::test_each_default_pass_runs_alone_on_a_graph_module_and_keeps_its_values",
+         r"not a GraphModule")
+def a_pass_returns_its_graph():
+    """``FXPass.run`` returns the transformed ``torch.fx.Graph`` instead of a ``GraphModule``."""
+    base = _module("reference.fx_passes.base")
+    real = base.FXPass.run
+
+    def graph(self, gm, **kwargs):
+        return real(self, gm, **kwargs).graph
+
+    base.FXPass.run = graph
+
+
+@_mutant("003.manager.run-passes", f"{_FX}::test_every_default_pass_runs_when_enabled", r"assert|==")
+def run_passes_skips_the_last():
+    """``run_passes`` stops before the last pass of the manager."""
+    fx = _module("reference.fx_passes.pass_manager")
+    real = fx.FXPassManager.run_passes
+
+    def all_but_last(self, gm, ctx=None, **kwargs):
+        passes = self.passes
+        self.passes = passes[:-1]
+        try:
+            return real(self, gm, ctx, **kwargs)
+        finally:
+            self.passes = passes
+
+    fx.FXPassManager.run_passes = all_but_last
 
 
 # the factories registered above, for ``from conformance.selfcheck.mutants_statements import *``

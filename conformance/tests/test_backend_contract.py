@@ -421,3 +421,87 @@ def test_unset_folders_default_to_the_seeds_names_under_the_temporary_directory(
     assert neff, f"no NEFF cache entry in <tmp>/neff_cache or <tmp>/neuron-<uid>/neff_cache; folders: {found}"
     assert hlo, f"no HLO cache entry in <tmp>/hlo_cache or <tmp>/neuron-<uid>/hlo_cache; folders: {found}"
     assert debug, f"no debug folder <tmp>/neuron_backend_* or <tmp>/neuron-<uid>/neuron_backend_*; folders: {found}"
+
+
+# --- the helper API's shapes, the variables' defaults ----------------------------------------------
+
+#: the seed's boolean variables and their defaults (seed 001, "Environment variables", "Caching")
+BOOLEAN_DEFAULTS = {
+    "TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION": True,
+    "TORCH_NEURONX_PRESERVE_COMPILATION_ARTIFACTS": False,
+    "TORCH_NEURONX_COMPILE_ONLY": False,
+    "TORCH_NEURONX_DYNAMO_DISABLE_CPU_AUTOCOPY": False,
+    "TORCH_NEURONX_RETAIN_DEVICE_MODE": False,
+    "TORCH_NEURONX_ENABLE_NKI_SDPA": True,
+    "TORCH_NEURONX_NEFF_DISABLE_CACHE": False,
+    "TORCH_CACHING_PRECOMPILE": False,
+}
+BOOLEAN_DEFAULTS_SPEC = {
+    "TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION": "001.env.disable-fallback-execution",
+    "TORCH_NEURONX_PRESERVE_COMPILATION_ARTIFACTS": "001.env.preserve-artifacts-default",
+    "TORCH_NEURONX_COMPILE_ONLY": "001.env.compile-only-default",
+    "TORCH_NEURONX_DYNAMO_DISABLE_CPU_AUTOCOPY": "001.env.disable-cpu-autocopy-default",
+    "TORCH_NEURONX_RETAIN_DEVICE_MODE": "001.env.retain-device-mode-default",
+    "TORCH_NEURONX_ENABLE_NKI_SDPA": "001.env.nki-sdpa",
+    "TORCH_NEURONX_NEFF_DISABLE_CACHE": "001.cache.disable-cache-default",
+    "TORCH_CACHING_PRECOMPILE": "001.cache.caching-precompile-default",
+}
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.spec(BOOLEAN_DEFAULTS_SPEC[n])) for n in BOOLEAN_DEFAULTS])
+def test_each_boolean_variable_defaults_as_the_seed_says(impl, name):
+    """Unset, each boolean variable has the seed's default (the implementation's declaration of
+    what it reads; the probes in test_backend_support.py show what each value does)."""
+    assert declared_variable(impl, name) is BOOLEAN_DEFAULTS[name], (
+        f"{name} defaults to {declared_variable(impl, name)!r}; the seed says {BOOLEAN_DEFAULTS[name]}")
+
+
+@pytest.mark.spec("001.helper.set-model-name-later", "001.helper.set-model-name")
+def test_a_model_name_names_only_the_graphs_compiled_after_it(impl):
+    """``set_model_name`` names the graphs compiled after the call: a graph compiled before keeps
+    the name it was compiled under, in its metrics record and its graph name."""
+    api = helper_api(impl, "set_model_name", "get_model_name", "reset_dynamo_metrics", "get_dynamo_metrics")
+    before = api.get_model_name()
+    api.reset_dynamo_metrics()
+    compiled = impl.backend().torch_compile(_fn)
+    try:
+        compiled(torch.randn(4, 8))
+        assert api.set_model_name("named_later") is None, "set_model_name returns None"
+        compiled(torch.randn(5, 8))  # a new shape: a graph compiled after the call
+    finally:
+        api.set_model_name(before)
+    first, second = api.get_dynamo_metrics()
+    assert (first.model_name, second.model_name) == (before, "named_later"), (first.model_name, second.model_name)
+    assert first.graph_name.startswith(f"{before}_") and second.graph_name.startswith("named_later_"), (
+        first.graph_name, second.graph_name)
+
+
+@pytest.mark.spec("001.helper.get-rank-returns-int", "001.helper.get-model-name-returns-str", "001.helper.reset-returns-none",
+                  "001.helper.errors-subclass-exception")
+def test_the_helper_api_returns_the_seeds_types(impl):
+    """``get_rank() -> int``, ``get_model_name() -> str``, ``reset_dynamo_metrics() -> None``, and
+    both errors subclasses of ``Exception`` (so ``except Exception`` catches them), distinct."""
+    api = helper_api(impl, "get_rank", "get_model_name", "reset_dynamo_metrics", "NEFFCompilationError", "NEFFExecutionError")
+    rank = api.get_rank()
+    assert isinstance(rank, int) and not isinstance(rank, bool), f"get_rank() returned {rank!r}"
+    assert isinstance(api.get_model_name(), str), f"get_model_name() returned {api.get_model_name()!r}"
+    assert api.reset_dynamo_metrics() is None
+    for cls in (api.NEFFCompilationError, api.NEFFExecutionError):
+        assert isinstance(cls, type) and issubclass(cls, Exception), f"{cls!r} is not a subclass of Exception"
+    assert api.NEFFCompilationError is not api.NEFFExecutionError
+
+
+@pytest.mark.spec("001.env.compile-only-runtime-init", "001.env.compile-only")
+def test_in_compile_only_mode_a_failing_runtime_does_not_fail_the_call(impl, monkeypatch):
+    """``TORCH_NEURONX_COMPILE_ONLY=1`` builds the artifact without running it: the runtime is never
+    needed, so nothing about it can fail the call, which returns what the eager graph gives."""
+    declared_variable(impl, "TORCH_NEURONX_COMPILE_ONLY")
+    monkeypatch.setenv("TORCH_NEURONX_COMPILE_ONLY", "1")
+    monkeypatch.setenv("TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION", "1")
+    impl.backend().reset_graph_count()
+    compiled = impl.backend().torch_compile(_fn)
+    x = torch.randn(3, 8)
+    with observe(impl) as ev:
+        assert_close(compiled(x), _fn(x))
+    assert impl.backend().graph_count() == 1, "compile-only mode compiled nothing"
+    assert not ev.refresh().ran, "compile-only mode ran the compiled graph"
