@@ -150,15 +150,18 @@ def test_the_figures_in_the_docs_are_the_catalogues():
     catalogue = spec.load()
     counts = collections.Counter((st.seed_number, st.status) for st in catalogue.values())
     page = (ROOT / "docs" / "spec_coverage.md").read_text()
-    rows = {line.split("|")[1].strip()[:3]: [int(c) for c in line.split("|")[2:7]]
+    guarded = collections.Counter(st.seed_number for st in catalogue.values() if st.mutants)
+    non_normative = collections.Counter(n.seed[:3] for n in spec.load_non_normative())
+    rows = {line.split("|")[1].strip()[:3]: [int(c) for c in line.split("|")[2:9]]
             for line in page.splitlines() if re.match(r"\| (00\d|all) ", line)}
     for seed in ("000", "001", "002", "003", "004"):
         want = [sum(v for (s, _), v in counts.items() if s == seed),
                 counts[(seed, spec.TESTED)], counts[(seed, spec.DEVIATION)], counts[(seed, spec.NOT_APPLICABLE)],
-                counts[(seed, spec.INTERNAL)]]
+                counts[(seed, spec.INTERNAL)], guarded[seed], non_normative[seed]]
         assert rows.get(seed) == want, f"docs/spec_coverage.md, seed {seed}: {rows.get(seed)}; the catalogue: {want}"
     assert rows.get("all") == [len(catalogue), *(sum(counts[(s, st)] for s in "000 001 002 003 004".split())
-                                                 for st in (spec.TESTED, spec.DEVIATION, spec.NOT_APPLICABLE, spec.INTERNAL))]
+                                                 for st in (spec.TESTED, spec.DEVIATION, spec.NOT_APPLICABLE, spec.INTERNAL)),
+                               sum(guarded.values()), sum(non_normative.values())]
 
 
 def test_every_mutant_a_statement_names_is_registered():
@@ -170,7 +173,9 @@ def test_every_mutant_a_statement_names_is_registered():
 def test_a_statement_naming_an_unregistered_mutant_is_reported(tmp_path):
     folder = _planted(tmp_path, '\n[[statement]]\nid = "001.env.planted"\nkind = "env"\nquote = "q"\nstatus = "tested"\n'
                                 'mutants = ["no_such_mutant"]\n')
-    assert spec.unknown_mutants(spec.load(folder), {}) == [
+    from conformance.selfcheck.mutants import MUTANTS
+
+    assert spec.unknown_mutants(spec.load(folder), MUTANTS) == [
         "001.env.planted: mutants names 'no_such_mutant', which conformance.selfcheck.mutants does not register"]
     bad = _planted(tmp_path / "bad", '\n[[statement]]\nid = "001.env.planted"\nkind = "env"\nquote = "q"\nstatus = "tested"\n'
                                      'mutants = "one"\n')

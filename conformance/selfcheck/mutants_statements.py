@@ -960,5 +960,121 @@ def run_passes_skips_the_last():
     fx.FXPassManager.run_passes = all_but_last
 
 
+
+# --- seed 001, read again: the boolean variables' defaults, the helper API's shapes ----------------
+
+_DEFAULTS_TEST = f"{_CONTRACT}::test_each_boolean_variable_defaults_as_the_seed_says"
+
+
+def _default_flipped(name: str):
+    def patch():
+        env = _module(_ENV)
+        _env_default(name, not env._VARS[name].default)
+
+    return patch
+
+
+for _var, _sid, _mutant_name in (
+    ("TORCH_NEURONX_PRESERVE_COMPILATION_ARTIFACTS", "001.env.preserve-artifacts-default", "artifacts_preserved_by_default"),
+    ("TORCH_NEURONX_COMPILE_ONLY", "001.env.compile-only-default", "compile_only_by_default"),
+    ("TORCH_NEURONX_DYNAMO_DISABLE_CPU_AUTOCOPY", "001.env.disable-cpu-autocopy-default", "cpu_autocopy_off_by_default"),
+    ("TORCH_NEURONX_RETAIN_DEVICE_MODE", "001.env.retain-device-mode-default", "device_mode_retained_by_default"),
+    ("TORCH_NEURONX_ENABLE_NKI_SDPA", "001.env.nki-sdpa", "nki_sdpa_off_by_default"),
+    ("TORCH_NEURONX_NEFF_DISABLE_CACHE", "001.cache.disable-cache-default", "cache_disabled_by_default"),
+    ("TORCH_CACHING_PRECOMPILE", "001.cache.caching-precompile-default", "precompile_on_by_default"),
+):
+    _flip = _default_flipped(_var)
+    _flip.__name__ = _flip.__qualname__ = _mutant_name
+    _flip.__doc__ = f"``{_var}`` defaults to the opposite of the seed's default."
+    globals()[_mutant_name] = _mutant(_sid, f"{_DEFAULTS_TEST}[{_var}]", rf"{_var} defaults to")(_flip)
+del _var, _sid, _mutant_name, _flip
+
+
+@_mutant("001.helper.set-model-name-later", f"{_CONTRACT}::test_a_model_name_names_only_the_graphs_compiled_after_it",
+         r"named_later")
+def model_name_renames_earlier_graphs():
+    """A metrics record reads the model name when it is read, not when its graph was compiled:
+    ``set_model_name`` renames the graphs compiled before it."""
+    settings = _module("reference.core.settings")
+    _records_with(model_name=lambda m: settings.get_model_name())
+
+
+@_mutant("001.helper.get-rank-returns-int", f"{_CONTRACT}::test_the_helper_api_returns_the_seeds_types", r"get_rank\(\) returned")
+def rank_as_a_string():
+    """``get_rank()`` returns the rank as a string (``"0"``) instead of an int."""
+    reference = _module("reference")
+    real = reference.get_rank
+    reference.get_rank = lambda: str(real())
+
+
+@_mutant("001.helper.errors-subclass-exception", f"{_CONTRACT}::test_the_helper_api_returns_the_seeds_types",
+         r"is not a subclass of Exception")
+def execution_error_outside_exception():
+    """The exported ``NEFFExecutionError`` derives from ``BaseException`` only, so ``except
+    Exception`` does not catch it."""
+    reference = _module("reference")
+
+    class NEFFExecutionError(BaseException):
+        """Raised when NEFF execution fails (derived from BaseException)."""
+
+    reference.NEFFExecutionError = NEFFExecutionError
+
+
+@_mutant("001.env.compile-only-runtime-init", f"{_CONTRACT}::test_in_compile_only_mode_a_failing_runtime_does_not_fail_the_call",
+         r"ran the compiled graph|assert")
+def compile_only_still_runs():
+    """Compile-only mode loads and runs the compiled graph (then returns the eager result), so a
+    runtime that fails to start fails the call."""
+    serving = _module("reference.pipeline.serving")
+    cls = serving.CompiledGraph
+    call = cls.__call__
+
+    def run_anyway(self, *args):
+        if self.loaded is None and self.lowering is not None:
+            serving.METRICS.bump("compiled_runs")  # the compiled graph runs, as outside compile-only mode
+            serving.load(self.built, self.lowering, resident=None)(*args)
+        return call(self, *args)
+
+    cls.__call__ = run_anyway
+
+
+
+@_mutant("001.breaks.diagnostic-names-op-and-reason", f"{_CONTRACT}::test_an_op_with_no_lowering_breaks_the_graph[function]",
+         r"does not give the reported reason")
+def diagnostic_without_the_reason():
+    """A forced graph break's diagnostic names the operation but not why it breaks."""
+    import dataclasses
+
+    home = _module(_GRAPH_BREAKS)
+    real = home._raise
+
+    def unexplained(decision, form):
+        return real(dataclasses.replace(decision, reason="not supported"), form)
+
+    home._raise = unexplained
+
+
+@_mutant("000.helper.pure", f"{_SCOPE}::test_level_is_replaced_in_any_form_and_other_flags_keep_their_order",
+         r"modified its input")
+def level_helper_edits_its_input():
+    """``with_optimization_level`` writes the new list into the one it was given as well as
+    returning it."""
+    home = _module(_OPT_LEVEL)
+    real = home.with_optimization_level
+
+    @functools.wraps(real)
+    def in_place(args, level):
+        out = real(args, level)
+        if isinstance(args, list):
+            args[:] = out
+        return out
+
+    home.with_optimization_level = in_place
+    for name in ("reference.runner", "reference.runner.model_loading", "reference"):
+        module = _module(name)
+        if getattr(module, "with_optimization_level", None) is real:
+            module.with_optimization_level = in_place
+
+
 # the factories registered above, for ``from conformance.selfcheck.mutants_statements import *``
 __all__ = [name for name, m in MUTANTS.items() if m.module == __name__]

@@ -71,7 +71,8 @@ def test_options_must_be_a_dict_or_none(impl):
 
 @pytest.mark.evidence
 @pytest.mark.parametrize("form", ["function", "method"])
-@pytest.mark.spec("001.param.fullgraph-true-raises", "001.breaks.no-lowering", "001.breaks.eager-rest-compiles", "001.breaks.fullgraph-unsupported")
+@pytest.mark.spec("001.param.fullgraph-true-raises", "001.breaks.no-lowering", "001.breaks.eager-rest-compiles", "001.breaks.fullgraph-unsupported",
+                  "001.breaks.diagnostic-type", "001.breaks.diagnostic-names-op-and-reason")
 def test_an_op_with_no_lowering_breaks_the_graph(impl, form):
     ops = _reported(impl, "no_lowering")
     assert ops is None or "histc" in ops, "histc has no lowering, yet is not reported"
