@@ -22,32 +22,39 @@ SUITE = (ROOT / "conformance" / "tests").as_posix()
 UNIT_TESTED_ALLOWED = {"004"}
 
 
+@pytest.fixture(scope="module")
+def cited() -> dict[str, list[str]]:
+    """Every citation in the conformance and unit tests, read once for the module (an ast pass over
+    a few hundred files is most of what these checks cost)."""
+    return spec.citations(CITING)
+
+
 def _slug(heading: str) -> str:
     # GitHub's anchors: lower case, punctuation dropped, spaces to dashes
     return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
 
 
-def test_every_statement_has_a_citing_test_or_a_documented_reason():
+def test_every_statement_has_a_citing_test_or_a_documented_reason(cited):
     catalogue = spec.load()
-    assert spec.problems(catalogue, spec.citations(CITING)) == []
+    assert spec.problems(catalogue, cited) == []
 
 
-def test_every_tested_statement_is_cited_by_a_conformance_test():
+def test_every_tested_statement_is_cited_by_a_conformance_test(cited):
     """A unit test of the reference checks no other implementation: a statement it alone cites
     is untested in every other implementation's report."""
     catalogue = spec.load()
-    found = spec.problems(catalogue, spec.citations(CITING), suite=SUITE)
+    found = spec.problems(catalogue, cited, suite=SUITE)
     assert [p for p in found if p[:3] not in UNIT_TESTED_ALLOWED] == []
 
 
-def test_a_statement_only_a_unit_test_cites_is_not_tested_by_the_suite(tmp_path):
+def test_a_statement_only_a_unit_test_cites_is_not_tested_by_the_suite(tmp_path, cited):
     unit = tmp_path / "tests" / "test_unit.py"
     unit.parent.mkdir()
     unit.write_text('import pytest\n\n\n@pytest.mark.spec("001.env.planted")\ndef test_unit():\n    pass\n')
     folder = _planted(tmp_path, '\n[[statement]]\nid = "001.env.planted"\nkind = "env"\nquote = "q"\nstatus = "tested"\n')
-    cited = {**spec.citations(CITING), **spec.citations([unit])}
-    assert [p for p in spec.problems(spec.load(folder), cited) if "planted" in p] == []
-    assert [p for p in spec.problems(spec.load(folder), cited, suite=SUITE) if "planted" in p] == [
+    both = {**cited, **spec.citations([unit])}
+    assert [p for p in spec.problems(spec.load(folder), both) if "planted" in p] == []
+    assert [p for p in spec.problems(spec.load(folder), both, suite=SUITE) if "planted" in p] == [
         f"001.env.planted: status 'tested' but no conformance test cites it (add @pytest.mark.spec('001.env.planted') "
         f"to the test under {SUITE} that checks it, or make it a deviation with its docs/ link or not-applicable-on-CPU "
         "with its reason)"]
@@ -79,18 +86,18 @@ def _planted(tmp_path: Path, text: str) -> Path:
     return folder
 
 
-def test_a_planted_statement_without_a_test_or_a_reason_fails_naming_it(tmp_path):
+def test_a_planted_statement_without_a_test_or_a_reason_fails_naming_it(tmp_path, cited):
     folder = _planted(tmp_path, '\n[[statement]]\nid = "001.env.planted-variable"\nkind = "env"\n'
                                 'quote = "TORCH_NEURONX_PLANTED - bool - False"\nstatus = "tested"\n')
-    found = spec.problems(spec.load(folder), spec.citations(CITING))
+    found = spec.problems(spec.load(folder), cited)
     assert len(found) == 1 and found[0].startswith("001.env.planted-variable: status 'tested' but no test cites it")
 
 
-def test_a_marker_citing_an_unknown_id_fails_naming_the_test(tmp_path):
+def test_a_marker_citing_an_unknown_id_fails_naming_the_test(tmp_path, cited):
     tests = tmp_path / "test_planted.py"
     tests.write_text('import pytest\n\n\n@pytest.mark.spec("001.env.disable-fallback-execution", "001.env.no-such-variable")\n'
                      'def test_planted():\n    pass\n')
-    found = spec.problems(spec.load(), {**spec.citations(CITING), **spec.citations([tests])})
+    found = spec.problems(spec.load(), {**cited, **spec.citations([tests])})
     assert found == [f"{tests.as_posix()}::test_planted: @pytest.mark.spec cites '001.env.no-such-variable', "
                      "which conformance/spec/ does not list"]
 
@@ -217,12 +224,11 @@ def test_the_lanes_reports_merge_into_one_verdict_per_statement(tmp_path, capsys
     assert spec.main(["--impl", "none", "--reports", str(tmp_path)]) == 2
 
 
-def test_a_statements_mutants_are_judged_by_tests_that_cite_it():
+def test_a_statements_mutants_are_judged_by_tests_that_cite_it(cited):
     """A mutant named by a statement is run against tests that cite that statement: its survival
     then says the statement's own tests miss a violation of it."""
     from conformance.selfcheck.mutants import MUTANTS
 
-    cited = spec.citations([ROOT / "conformance" / "tests"])
     wrong = []
     for sid, st in spec.load().items():
         by_file = {}

@@ -8,7 +8,6 @@ Like every mutant, a patch here runs only when its factory is called, never at i
 
 from __future__ import annotations
 
-import contextlib
 import functools
 
 from conformance.selfcheck.mutants import MUTANTS, _module, _mutant
@@ -504,7 +503,6 @@ def execution_failure_always_falls_back():
 def execution_failure_is_a_plain_runtime_error():
     """An execution failure reaches the caller as a plain ``RuntimeError`` instead of
     ``NEFFExecutionError``."""
-    errors = _module("reference.core.errors")
     runtime = _module("reference.runtime")
 
     class PlainRuntimeError(RuntimeError):
@@ -514,7 +512,6 @@ def execution_failure_is_a_plain_runtime_error():
     runtime.NEFFExecutionError = PlainRuntimeError
     serving = _module("reference.pipeline.serving")
     serving.NEFFExecutionError = PlainRuntimeError
-    del errors
 
 
 
@@ -837,8 +834,6 @@ def pass_timing_in_milliseconds():
     seeds' ``FX Pass 'X' completed in 0.0012s``."""
     import logging
 
-    fx = _module("reference.fx_passes.pass_manager")
-    manager = fx.FXPassManager
     logger_debug = logging.Logger.debug
 
     def respelled(self, msg, *args, **kwargs):
@@ -848,7 +843,6 @@ def pass_timing_in_milliseconds():
         return logger_debug(self, msg, *args, **kwargs)
 
     logging.Logger.debug = respelled
-    del manager
 
 
 @_mutant("003.config.enable-fx-passes", f"{_FX}::test_enable_fx_passes_false_skips_the_stage", r"assert|==")
@@ -894,11 +888,7 @@ def bad_target_device_becomes_cpu():
 def default_target_device_is_meta():
     """Without a ``target_device`` the device rewriter moves graphs to ``meta`` (neither the seeds'
     ``xla`` nor a device the reference runs on)."""
-    import dataclasses
-
-    base = _module("reference.fx_passes.base")
-    ctx = base.PassContext
-    fields = {f.name: f for f in dataclasses.fields(ctx)}
+    ctx = _module("reference.fx_passes.base").PassContext
     of = ctx.of.__func__
 
     def meta_default(cls, **kwargs):
@@ -906,7 +896,6 @@ def default_target_device_is_meta():
         return of(cls, **kwargs)
 
     ctx.of = classmethod(meta_default)
-    del fields
 
 
 def _no_op(cls_path: str, name: str) -> None:
