@@ -1065,5 +1065,30 @@ def level_helper_edits_its_input():
             module.with_optimization_level = in_place
 
 
+
+_VALUES_TEST = f"{_CONTRACT}::test_each_valued_variable_defaults_as_the_seed_says"
+
+
+@_mutant("001.cache.lock-timeout", f"{_VALUES_TEST}[TORCH_NEURONX_NEFF_CACHE_LOCK_TIMEOUT]",
+         r"TORCH_NEURONX_NEFF_CACHE_LOCK_TIMEOUT defaults to")
+def lock_timeout_of_ten_minutes():
+    """``TORCH_NEURONX_NEFF_CACHE_LOCK_TIMEOUT`` defaults to 600 seconds instead of the seed's 1200."""
+    _env_default(_module(_ENV).NEFF_CACHE_LOCK_TIMEOUT, 600)
+
+
+@_mutant("001.env.cc-flags", f"{_VALUES_TEST}[NEURON_CC_FLAGS]", r"NEURON_CC_FLAGS defaults to")
+def cc_flags_default_to_a_level():
+    """Unset, ``NEURON_CC_FLAGS`` adds ``-O2`` to every compile instead of nothing."""
+    _env_default(_module(_ENV).CC_FLAGS, "-O2")
+
+
+@_mutant("001.metrics.enabled-tables-default", f"{_VALUES_TEST}[TORCH_NEURONX_ENABLED_METRIC_TABLES]",
+         r"TORCH_NEURONX_ENABLED_METRIC_TABLES defaults to")
+def graph_stats_on_by_default():
+    """Unset, ``TORCH_NEURONX_ENABLED_METRIC_TABLES`` writes the ``graph_stats`` table instead of
+    none."""
+    _env_default(_module(_ENV).ENABLED_METRIC_TABLES, ("graph_stats",))
+
+
 # the factories registered above, for ``from conformance.selfcheck.mutants_statements import *``
 __all__ = [name for name, m in MUTANTS.items() if m.module == __name__]

@@ -506,3 +506,26 @@ def test_in_compile_only_mode_a_failing_runtime_does_not_fail_the_call(impl, mon
         assert_close(compiled(x), _fn(x))
     assert impl.backend().graph_count() == 1, "compile-only mode compiled nothing"
     assert not ev.refresh().ran, "compile-only mode ran the compiled graph"
+
+
+#: the seed's other variables with a stated default (an empty list of tables may be declared as
+#: "" or as an empty sequence)
+VALUE_DEFAULTS = {
+    "TORCH_NEURONX_NEFF_CACHE_LOCK_TIMEOUT": (1200,),
+    "NEURON_CC_FLAGS": ("",),
+    "TORCH_NEURONX_ENABLED_METRIC_TABLES": ("", (), []),
+}
+VALUE_DEFAULTS_SPEC = {
+    "TORCH_NEURONX_NEFF_CACHE_LOCK_TIMEOUT": "001.cache.lock-timeout",
+    "NEURON_CC_FLAGS": "001.env.cc-flags",
+    "TORCH_NEURONX_ENABLED_METRIC_TABLES": "001.metrics.enabled-tables-default",
+}
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.spec(VALUE_DEFAULTS_SPEC[n])) for n in VALUE_DEFAULTS])
+def test_each_valued_variable_defaults_as_the_seed_says(impl, name):
+    """Unset, the lock timeout is 1200 seconds, no extra compiler flags are added and no metric
+    table is written (the tests that exercise each set their own value; this is the default's)."""
+    value = declared_variable(impl, name)
+    assert any(value == want and type(value) is type(want) for want in VALUE_DEFAULTS[name]), (
+        f"{name} defaults to {value!r}; the seed says {VALUE_DEFAULTS[name][0]!r}")
