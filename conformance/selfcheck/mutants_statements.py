@@ -118,7 +118,7 @@ def native_jobs_carry_a_list():
 
 
 @_mutant("000.scope.apply-replaces", f"{_SCOPE}::test_scope_replaces_compiler_args_and_keeps_other_options",
-         r"assert|==")
+         r'got\["compiler_args"\] == \["-O3", "--target", "trn2"\]')
 def scope_appends_to_the_options():
     """``apply_scoped_compiler_args`` appends the scoped list to the options' ``compiler_args``
     instead of replacing them."""
@@ -134,7 +134,8 @@ def scope_appends_to_the_options():
     scope.apply_scoped_compiler_args = appended
 
 
-@_mutant("000.scope.apply-without-scope", f"{_SCOPE}::test_no_scope_leaves_options_unchanged", r"assert|==")
+@_mutant("000.scope.apply-without-scope", f"{_SCOPE}::test_no_scope_leaves_options_unchanged",
+         r"apply_scoped_compiler_args\(OPTS\) == OPTS")
 def no_scope_clears_the_list():
     """Without a scope, ``apply_scoped_compiler_args`` sets ``compiler_args`` to an empty list
     instead of leaving the options' own (the base arguments) in place."""
@@ -150,7 +151,8 @@ def no_scope_clears_the_list():
     scope.apply_scoped_compiler_args = cleared
 
 
-@_mutant("000.scope.none-is-no-override", f"{_SCOPE}::test_none_scope_is_no_override", r"assert|==")
+@_mutant("000.scope.none-is-no-override", f"{_SCOPE}::test_none_scope_is_no_override",
+         r'_scoped\(impl\) == \["--target", "trn2"\]')
 def none_scope_is_an_empty_list():
     """``scoped_compiler_args(None)`` overrides with an empty list instead of meaning "no
     per-graph override"."""
@@ -163,7 +165,8 @@ def none_scope_is_an_empty_list():
     scope.scoped_compiler_args = empty
 
 
-@_mutant("000.scope.context-manager", f"{_SCOPE}::test_threads_do_not_see_each_others_scopes", r"assert|==")
+@_mutant("000.scope.context-manager", f"{_SCOPE}::test_threads_do_not_see_each_others_scopes",
+         r'seen == \{"a"|_scoped\(impl\) == \["-O1"\]')
 def scope_is_a_process_global():
     """The scope is a process-wide global instead of a context variable: a thread sees the list
     another thread scoped."""
@@ -186,7 +189,7 @@ def scope_is_a_process_global():
 
 
 @_mutant("000.scope.concrete-list-only", f"{_SCOPE}::test_policy_returning_a_string_names_the_graph_type",
-         r"DID NOT RAISE|assert")
+         r"DID NOT RAISE")
 def policy_string_is_split():
     """A policy that returns one string instead of a list is split into arguments and accepted,
     where only a concrete list may reach the backend."""
@@ -232,7 +235,7 @@ def any_graph_type_accepted():
 
 
 @_mutant("000.helper.with-optimization-level",
-         f"{_SCOPE}::test_level_helper_keeps_unrelated_items_verbatim", r"assert|==")
+         f"{_SCOPE}::test_level_helper_keeps_unrelated_items_verbatim", r'"--auto-cast", "all"\]|== \["-O2"\]')
 def level_helper_reorders_flags():
     """``with_optimization_level`` puts the level first and sorts the other flags, instead of
     replacing the level where it stands and keeping every other item verbatim."""
@@ -252,7 +255,7 @@ def level_helper_reorders_flags():
 
 
 @_mutant("000.flow.old-cache-base-args", f"{_FLOWS}::test_old_cache_directory_compiles_with_the_base_arguments",
-         r"args_source|_starts_with|assert")
+         r'args_source"\] == "base"|_starts_with\(r\["compiler_args"\]')
 def old_cache_ignores_the_base_arguments():
     """A staged graph with no recorded arguments (an old cache directory) is built with an empty
     list instead of the base arguments ``parallel_compile`` was given."""
@@ -432,14 +435,16 @@ def no_lowering_list_is_stale():
 
 
 @_mutant("001.breaks.method-form",
-         f"{_CONTRACT}::test_sort_at_the_threshold_does_not_break_and_one_more_does[sort-method]", r"assert|==")
+         f"{_CONTRACT}::test_sort_at_the_threshold_does_not_break_and_one_more_does[sort-method]",
+         r"threshold \+ 1\) was compiled")
 def method_form_never_breaks():
     """The graph-break rules see torch functions only: ``x.sort()`` above the threshold stays in
     the graph."""
     _module(_GRAPH_BREAKS)._on_method = lambda tx, name, args, kwargs: None
 
 
-@_mutant("001.param.mode-warns", f"{_CONTRACT}::test_a_mode_other_than_default_warns_and_falls_back", r"max-autotune|assert any")
+@_mutant("001.param.mode-warns", f"{_CONTRACT}::test_a_mode_other_than_default_warns_and_falls_back",
+         r'"max-autotune" in m for m in given')
 def other_modes_silent():
     """A ``mode`` other than the default is ignored without the warning that says so."""
     home = _module(_NEURON)
@@ -474,7 +479,7 @@ def options_of_any_type():
 
 
 @_mutant("001.env.disable-fallback-execution", f"{_CONTRACT}::test_fallback_is_off_by_default_and_zero_turns_it_on",
-         r"assert False is True|DID NOT RAISE|is True")
+         r'"TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION"\) is True|DID NOT RAISE')
 def fallback_on_by_default():
     """``TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION`` defaults to false: a failing compile runs
     eagerly unless the user asks for the error."""
@@ -483,7 +488,8 @@ def fallback_on_by_default():
 
 
 @_mutant("001.env.fallback-off-execution-failure",
-         f"{_CONTRACT}::test_an_execution_failure_reaches_the_caller_as_neff_execution_error_by_default", r"DID NOT RAISE")
+         f"{_CONTRACT}::test_an_execution_failure_reaches_the_caller_as_neff_execution_error_by_default",
+         r"DID NOT RAISE")
 def execution_failure_always_falls_back():
     """An execution failure runs the graph eagerly even with fallback disabled (the default): only
     compile failures reach the caller."""
@@ -607,7 +613,8 @@ def options_target_ignored():
 
 
 @_mutant("001.env.debug-dir-default",
-         f"{_CONTRACT}::test_unset_folders_default_to_the_seeds_names_under_the_temporary_directory", r"no debug folder")
+         f"{_CONTRACT}::test_unset_folders_default_to_the_seeds_names_under_the_temporary_directory",
+         r"no debug folder")
 def debug_folder_renamed():
     """Unset, ``TORCH_NEURONX_DEBUG_DIR`` defaults to a folder named ``neuron_debug`` instead of the
     seeds' ``neuron_backend_``."""
@@ -616,7 +623,8 @@ def debug_folder_renamed():
 
 
 @_mutant("001.cache.default-dirs",
-         f"{_CONTRACT}::test_unset_folders_default_to_the_seeds_names_under_the_temporary_directory", r"no NEFF cache entry")
+         f"{_CONTRACT}::test_unset_folders_default_to_the_seeds_names_under_the_temporary_directory",
+         r"no NEFF cache entry")
 def neff_cache_folder_renamed():
     """Unset, ``TORCH_NEURONX_NEFF_CACHE_DIR`` defaults to a folder named ``neff`` instead of the
     seeds' ``neff_cache``."""
@@ -624,7 +632,8 @@ def neff_cache_folder_renamed():
     env._DEFAULT_FACTORIES[env.NEFF_CACHE_DIR] = lambda: env._user_tmp("neff")
 
 
-@_mutant("001.cache.shape-per-entry", f"{_KEYS}::test_any_dtype_shape_or_stride_changes_the_key", r"collide|same key|differ")
+@_mutant("001.cache.shape-per-entry", f"{_KEYS}::test_any_dtype_shape_or_stride_changes_the_key",
+         r"keys collide")
 def key_ignores_the_shape():
     """The cache key takes the inputs' dtypes and strides but not their shapes, so two shapes share
     one entry."""
@@ -643,7 +652,8 @@ def key_ignores_the_shape():
     key._spec_json = no_shape
 
 
-@_mutant("001.cache.compiler-version-in-key", f"{_KEYS}::test_any_tool_version_changes_the_key", r"collide|same key|differ")
+@_mutant("001.cache.compiler-version-in-key", f"{_KEYS}::test_any_tool_version_changes_the_key",
+         r"keys collide")
 def key_ignores_the_compiler_version():
     """The cache key leaves out the compiler's version: an artifact built by another compiler is
     served."""
@@ -659,7 +669,8 @@ def key_ignores_the_compiler_version():
     key.key_components = without
 
 
-@_mutant("001.cache.content-addressed", f"{_KEYS}::test_any_change_to_the_hlo_changes_the_key", r"collide|same key|differ")
+@_mutant("001.cache.content-addressed", f"{_KEYS}::test_any_change_to_the_hlo_changes_the_key",
+         r"keys collide")
 def key_ignores_the_hlo():
     """The cache key is made of the arguments, the input specs and the versions only, not the
     graph's content: two graphs of the same signature share one entry."""
@@ -675,7 +686,8 @@ def key_ignores_the_hlo():
     key.key_components = without
 
 
-@_mutant("002.cache.same-32-char-hash", f"{_KEYS}::test_the_key_is_32_lowercase_hex_and_repeatable", r"32|assert")
+@_mutant("002.cache.same-32-char-hash", f"{_KEYS}::test_the_key_is_32_lowercase_hex_and_repeatable",
+         (r"\[0-9a-f\]\{32\}", r"is not a cache key \(32 lowercase hex characters\)"))
 def key_of_40_characters():
     """The cache key is 40 hex characters instead of the seeds' 32."""
     _module("reference.cache.key").KEY_LENGTH = 40
@@ -702,7 +714,7 @@ _GUARDS = "reference.spmd.guards"
 
 
 @_mutant("002.rank.runtime-tensor", f"{_GUARD_TESTS}::test_the_rank_is_a_zero_dimensional_int64_tensor_of_its_value",
-         r"torch\.int32|assert")
+         r"t\.dtype == torch\.int64")
 def rank_tensor_is_int32():
     """The runtime rank is an int32 tensor instead of the seeds' 0-d int64."""
     import torch
@@ -739,7 +751,7 @@ def strict_error_names_no_source_line():
 
 
 @_mutant("002.guards.num-graphs-agnostic", f"{_GUARD_TESTS}::test_single_artifact_check_passes_a_model_with_many_graphs",
-         r"Splinter|splinter|assert")
+         r"check_single_artifact\(staged, strict=True\) == \[\]")
 def several_graphs_count_as_splinters():
     """The single-artifact check expects one staged graph: a model with several distinct graphs
     (prefill, decode buckets, an encoder) is reported as splintered."""
@@ -805,14 +817,14 @@ def _swap(passes, a: str, b: str):
     return passes
 
 
-@_mutant("003.default.order", f"{_FX}::test_default_order", r"assert|==")
+@_mutant("003.default.order", f"{_FX}::test_default_order", r"names == DEFAULT_ORDER")
 def collective_pass_before_kernel_config():
     """The default order runs ``CollectiveReplicaGroupsPass`` before
     ``NkiKernelWriteBackendConfigPass`` (the rank-constant check still last)."""
     _default_passes(lambda ps: _swap(ps, "CollectiveReplicaGroupsPass", "NkiKernelWriteBackendConfigPass"))
 
 
-@_mutant("002.guards.rank-constant-pass-last", f"{_FX}::test_default_order", r"assert|==")
+@_mutant("002.guards.rank-constant-pass-last", f"{_FX}::test_default_order", r"names == DEFAULT_ORDER")
 def rank_constant_check_runs_first():
     """``RankConstantCheckPass`` runs first instead of last, on a graph the other passes have not
     rewritten yet."""
@@ -821,14 +833,15 @@ def rank_constant_check_runs_first():
 
 
 @_mutant("003.default.aliasing-before-inplace", f"{_FX}::test_an_output_that_is_a_mutated_input_is_the_callers_tensor",
-         r"assert|caller|storage|same")
+         r"eager returns the input itself|writing the output writes the caller's tensor|input after the call")
 def inplace_rewrite_before_aliasing():
     """The in-place rewrite runs before the aliasing analysis, which then no longer sees that an
     output is a mutated input."""
     _default_passes(lambda ps: _swap(ps, "AliasingOutputRewritePass", "InPlaceToOutOfPlacePass"))
 
 
-@_mutant("003.manager.debug-timing", f"{_FX}::test_each_pass_logs_its_time_at_debug_in_the_seeds_words", r"assert|==")
+@_mutant("003.manager.debug-timing", f"{_FX}::test_each_pass_logs_its_time_at_debug_in_the_seeds_words",
+         r"\[m\.group\(1\) for m in timed\] == names")
 def pass_timing_in_milliseconds():
     """Each pass's DEBUG line gives milliseconds in other words (``pass X: 1.2 ms``) instead of the
     seeds' ``FX Pass 'X' completed in 0.0012s``."""
@@ -845,7 +858,8 @@ def pass_timing_in_milliseconds():
     logging.Logger.debug = respelled
 
 
-@_mutant("003.config.enable-fx-passes", f"{_FX}::test_enable_fx_passes_false_skips_the_stage", r"assert|==")
+@_mutant("003.config.enable-fx-passes", f"{_FX}::test_enable_fx_passes_false_skips_the_stage",
+         r'"enable_fx_passes": False\}\) == \[\]')
 def enable_fx_passes_false_ignored():
     """``enable_fx_passes=False`` is accepted but the pass stage runs anyway."""
     import dataclasses
@@ -884,7 +898,8 @@ def bad_target_device_becomes_cpu():
 
 
 @_mutant("003.config.target-device-xla",
-         f"{_FX}::test_without_a_target_device_the_device_rewriter_moves_the_graph_where_it_runs", r"ran on meta|meta|assert")
+         f"{_FX}::test_without_a_target_device_the_device_rewriter_moves_the_graph_where_it_runs",
+         r"the rewritten graph ran on meta|device\(type='meta'\)")
 def default_target_device_is_meta():
     """Without a ``target_device`` the device rewriter moves graphs to ``meta`` (neither the seeds'
     ``xla`` nor a device the reference runs on)."""
@@ -904,7 +919,8 @@ def _no_op(cls_path: str, name: str) -> None:
 
 
 @_mutant("003.passes.device-rewriter",
-         f"{_FX}::test_without_a_target_device_the_device_rewriter_moves_the_graph_where_it_runs", r"cuda|assert")
+         f"{_FX}::test_without_a_target_device_the_device_rewriter_moves_the_graph_where_it_runs",
+         r'"cuda" not in gm\.code')
 def device_rewriter_does_nothing():
     """``DeviceRewriterPass`` leaves every device as the graph names it."""
     _no_op("reference.fx_passes.device_rewriter", "DeviceRewriterPass")
@@ -912,7 +928,7 @@ def device_rewriter_does_nothing():
 
 @_mutant("003.passes.nki-backend-config", f"{_FX}::test_a_kernel_writing_into_a_callers_buffer",
          # the write is lost, or the kernel call, left unconfigured, cannot be lowered at all
-         (r"buffer the kernel wrote|assert", r"LoweringError"))
+         (r"buffer the kernel wrote", r"LoweringError"))
 def kernel_write_back_dropped():
     """``NkiKernelWriteBackendConfigPass`` does nothing: a kernel call that writes into a caller's
     buffer (``mutates_args``) is left without the configuration that hands the write back."""
@@ -932,7 +948,8 @@ def a_pass_returns_its_graph():
     base.FXPass.run = graph
 
 
-@_mutant("003.manager.run-passes", f"{_FX}::test_every_default_pass_runs_when_enabled", r"assert|==")
+@_mutant("003.manager.run-passes", f"{_FX}::test_every_default_pass_runs_when_enabled",
+         r"passes_applied\(.*\) == _pass_names\(impl\)")
 def run_passes_skips_the_last():
     """``run_passes`` stops before the last pass of the manager."""
     fx = _module("reference.fx_passes.pass_manager")
@@ -988,7 +1005,8 @@ def model_name_renames_earlier_graphs():
     _records_with(model_name=lambda m: settings.get_model_name())
 
 
-@_mutant("001.helper.get-rank-returns-int", f"{_CONTRACT}::test_the_helper_api_returns_the_seeds_types", r"get_rank\(\) returned")
+@_mutant("001.helper.get-rank-returns-int", f"{_CONTRACT}::test_the_helper_api_returns_the_seeds_types",
+         r"get_rank\(\) returned")
 def rank_as_a_string():
     """``get_rank()`` returns the rank as a string (``"0"``) instead of an int."""
     reference = _module("reference")
@@ -1010,7 +1028,7 @@ def execution_error_outside_exception():
 
 
 @_mutant("001.env.compile-only-runtime-init", f"{_CONTRACT}::test_in_compile_only_mode_a_failing_runtime_does_not_fail_the_call",
-         r"ran the compiled graph|assert")
+         r"compile-only mode ran the compiled graph")
 def compile_only_still_runs():
     """Compile-only mode loads and runs the compiled graph (then returns the eager result), so a
     runtime that fails to start fails the call."""
