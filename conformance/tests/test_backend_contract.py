@@ -405,6 +405,8 @@ def test_unset_folders_default_to_the_seeds_names_under_the_temporary_directory(
     import os
     import tempfile
 
+    for var in ("TORCH_NEURONX_NEFF_CACHE_DIR", "TORCH_NEURONX_HLO_CACHE_DIR", "TORCH_NEURONX_DEBUG_DIR"):
+        declared_variable(impl, var)  # an implementation that reads none of them has no folders to look for
     for var in ("TORCH_NEURONX_NEFF_CACHE_DIR", "TORCH_NEURONX_HLO_CACHE_DIR", "TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR",
                 "TORCH_NEURONX_DEBUG_DIR", "TORCH_NEURONX_NEFF_DISABLE_CACHE"):
         monkeypatch.delenv(var, raising=False)
