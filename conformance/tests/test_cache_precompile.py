@@ -17,7 +17,7 @@ import pytest
 from conformance.harness.forkserver import run_module
 from conformance.plugin import SUITE
 
-pytestmark = [pytest.mark.contract("compile cache"), pytest.mark.slow]
+pytestmark = pytest.mark.slow
 
 FIXTURE = "mlp"
 
