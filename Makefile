@@ -22,7 +22,7 @@ IMPL_ARG := $(if $(IMPL),--conformance-impl $(IMPL),)
 BASE ?= main
 comma := ,
 
-.PHONY: all venv conformance test coverage test-group test-combine checks durations slow strict selfcheck bench snapshot-review models ops ops-docs ops-drift optable support-docs support-drift lint-workflows suite-alone scoreboard scoreboard-test clean
+.PHONY: all venv conformance test coverage test-group test-combine checks durations slow strict selfcheck selfcheck-statements spec-coverage bench snapshot-review models ops ops-docs ops-drift optable support-docs support-drift lint-workflows suite-alone scoreboard scoreboard-test clean
 
 all: test
 
@@ -136,6 +136,19 @@ strict: $(STAMP)
 selfcheck: $(STAMP)
 	rm -rf reports/selfcheck
 	SELFCHECK_CONTROL=1 $(PYTEST) tests/suite/test_selfcheck.py -n 2 -p no:cacheprovider; \
+	status=$$?; $(PY) -m conformance.selfcheck.report; exit $$status
+
+# The lanes' spec-coverage reports (reports/<impl>/{default,slow,strict,models}/spec-coverage.json,
+# written by make test, slow, strict and models) merged into reports/<impl>/spec-coverage.md; it
+# lists the statements no lane's suite run checked (outside "n/a on CPU") and fails when there are any.
+spec-coverage: $(STAMP)
+	$(PY) -m conformance.reporting.spec_coverage --impl $(or $(SPEC_IMPL),reference)
+
+# The per-statement mutants alone (those the catalogue's `mutants = [...]` name; make slow and
+# make selfcheck run them too): each breaks one seed statement and must be caught by its tests.
+selfcheck-statements: $(STAMP)
+	rm -rf reports/selfcheck
+	$(PYTEST) tests/suite/test_selfcheck.py -n 2 -m statement_mutant -p no:cacheprovider; \
 	status=$$?; $(PY) -m conformance.selfcheck.report; exit $$status
 
 # The whole model lane (make test runs a cheap subset of it); its own lane, so it writes

@@ -171,6 +171,14 @@ class _FxPasses(FxPassesCapability):
             manager.add_pass(by_name[n])
         return manager.uuid()
 
+    def run_pass(self, name: str, gm):
+        from reference.fx_passes import get_default_pass_manager
+
+        by_name = {p.name: p for p in get_default_pass_manager().passes}
+        if name not in by_name:
+            raise ValueError(f"unknown FX pass {name!r}; known: {sorted(by_name)}")
+        return by_name[name].run(gm)
+
     def passes_applied(self, model: Callable, args: Sequence[Any], options: Mapping[str, Any] | None = None) -> list[str]:
         import logging
 
@@ -180,7 +188,7 @@ class _FxPasses(FxPassesCapability):
 
         class _Collect(logging.Handler):
             def emit(self, record: logging.LogRecord) -> None:
-                if isinstance(record.msg, str) and record.msg.startswith("FX pass %r") and record.args:
+                if isinstance(record.msg, str) and record.msg.startswith("FX Pass '%s' completed") and record.args:
                     ran.append(str(record.args[0]))
 
         logger = logging.getLogger("reference.fx_passes")

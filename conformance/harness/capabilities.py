@@ -162,6 +162,11 @@ class FxPassesCapability(abc.ABC):
         """Readable text of each graph ``model(*args)`` produces, after the default FX passes."""
         raise NotSupported("FX graph after the passes")
 
+    def run_pass(self, name: str, gm: Any) -> Any:
+        """Run the default pass ``name`` alone on the ``torch.fx.GraphModule`` ``gm``, as a unit test
+        of that pass would (``FXPass.run(gm)``), and return what it returns (a GraphModule)."""
+        raise NotSupported("running one FX pass on its own")
+
 
 # --- compile cache ---------------------------------------------------------------------------------
 

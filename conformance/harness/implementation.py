@@ -125,7 +125,7 @@ CAPABILITIES: dict[str, Capability] = {
             "cache",
             "the compile cache: key, atomic publication, locks, warm start, the HLO cache",
             CacheCapability,
-            modules=("cache_key", "cache_reliability", "cache_warm_start"),
+            modules=("cache_key", "cache_reliability", "cache_warm_start", "cache_precompile"),
         ),
         Capability(
             "compiler_args",

@@ -28,21 +28,51 @@ class Mutant:
     contract: str
     breaks: str  # what the mutant does wrong, in one sentence
     tests: tuple[str, ...]  # node ids of the conformance tests expected to catch it
-    expect: str  # a regex the failure text of a catching test matches
+    # what a catching failure says: one regex, a tuple of alternative regexes, or per test a regex
+    # (or tuple of them) keyed by the node id or the end of it; see :meth:`catches`
+    expect: "str | tuple[str, ...] | dict[str, str | tuple[str, ...]]"
     patch: Callable[[], None] = field(repr=False, compare=False)
+    module: str = ""  # the module that registered it (per-statement mutants live in their own modules)
+
+    def patterns_for(self, test: str) -> tuple[str, ...]:
+        """The regexes a failure of ``test`` (a node id, ``path::name[param]`` or JUnit's
+        ``package.module::name[param]``) may match to count as a kill."""
+        if isinstance(self.expect, str):
+            return (self.expect,)
+        if isinstance(self.expect, tuple):
+            return self.expect
+        name = test.rpartition("::")[2]
+        out: list[str] = []
+        for where, pats in self.expect.items():
+            if where == "*" or test.endswith(where) or name == where.rpartition("::")[2]:
+                out += [pats] if isinstance(pats, str) else list(pats)
+        return tuple(out)
+
+    def catches(self, failed: dict[str, str]) -> list[str]:
+        """The failed tests (``{node id: failure text}``) that count as kills: any failure matching
+        any of the patterns given for its test. Which of several expected failures a run hits first
+        does not matter (a damaged entry may crash the loader or give wrong numbers)."""
+        import re
+
+        return sorted(t for t, text in failed.items() if any(re.search(p, text) for p in self.patterns_for(t)))
 
 
 MUTANTS: dict[str, Mutant] = {}
 
 
-def _mutant(contract: str, tests: tuple[str, ...] | str, expect: str):
+def _mutant(contract: str, tests: tuple[str, ...] | str, expect):
     """Register the decorated patch as a mutant; the module attribute of its name becomes the
-    mutant's adapter factory (``--impl conformance.selfcheck.mutants:<name>``)."""
+    mutant's adapter factory (``--impl conformance.selfcheck.mutants:<name>``). ``expect`` is one
+    regex, a tuple of alternatives, or ``{node id (or its end): regex or tuple}``; a run kills the
+    mutant when any failing test matches any pattern given for it (:meth:`Mutant.catches`)."""
 
     def register(patch: Callable[[], None]) -> Callable[[], "MutantImplementation"]:
         name = patch.__name__
         tests_ = (tests,) if isinstance(tests, str) else tuple(tests)
-        MUTANTS[name] = Mutant(name, contract, " ".join((patch.__doc__ or "").split()), tests_, expect, patch)
+        if name in MUTANTS:
+            raise ValueError(f"mutant {name!r} is registered twice ({MUTANTS[name].module} and {patch.__module__})")
+        MUTANTS[name] = Mutant(name, contract, " ".join((patch.__doc__ or "").split()), tests_, expect, patch,
+                               patch.__module__)
         def factory() -> "MutantImplementation":
             return make(name)
 
@@ -149,8 +179,14 @@ def key_ignores_replica_groups():
     _module(_KEY)._groups_json = lambda groups: None
 
 
-@_mutant("compile cache: damaged entries", f"{_RELIABILITY}::test_a_damaged_entry_is_never_executed_and_is_recompiled[flip_artifact_byte]",
-         r"damaged entry was used|the run after flip_artifact_byte|no warning names the evicted key")
+@_mutant("compile cache: damaged entries",
+         tuple(f"{_RELIABILITY}::test_a_damaged_entry_is_never_executed_and_is_recompiled[{d}]"
+               for d in ("flip_artifact_byte", "truncate_artifact")),
+         # a damaged artifact that loads gives wrong numbers or a crash of the child that loaded it
+         {"[flip_artifact_byte]": (r"damaged entry was used|the run after flip_artifact_byte|no warning names the evicted key",
+                                   r"exited with -?\d+ and wrote no result"),
+          "[truncate_artifact]": (r"damaged entry was used|the run after truncate_artifact|no warning names the evicted key",
+                                  r"exited with -?\d+ and wrote no result")})
 def cache_executes_a_damaged_entry():
     """The cache trusts its entries: a read skips the artifact's size and checksum, and an artifact
     the runtime then refuses is not evicted, so a damaged artifact is loaded and its failure reaches
@@ -967,3 +1003,10 @@ def make(name: str) -> MutantImplementation:
         mutant.patch()
         _APPLIED.add(name)
     return MutantImplementation(mutant)
+
+
+# Per-statement mutants (one seed statement each, named by the catalogue's ``mutants = [...]``) live
+# in modules of their own; importing them here makes each an attribute of this module, so
+# ``--impl conformance.selfcheck.mutants:<name>`` names them too.
+from conformance.selfcheck.mutants_statements import *  # noqa: E402,F401,F403
+from conformance.selfcheck.mutants_atom import *  # noqa: E402,F401,F403

@@ -857,7 +857,7 @@ def test_var_cc_flags(impl, support, monkeypatch):
 
 
 @_var_probe("TORCH_NEURONX_ENABLE_NKI_SDPA")
-@pytest.mark.spec("001.env.nki-sdpa", "001.env.nki-sdpa-2048")
+@pytest.mark.spec("001.env.nki-sdpa", "001.env.nki-sdpa-2048", "001.env.nki-kernel")
 def test_var_nki_sdpa(impl, support, monkeypatch):
     default = _declared(impl, "TORCH_NEURONX_ENABLE_NKI_SDPA")
     api = _helper(impl, "reset_dynamo_metrics", "get_dynamo_metrics")

@@ -56,7 +56,7 @@ def test_a_fresh_process_on_a_warm_cache_does_not_compile(cold_then_warm, expect
     assert warm["outputs"] == cold["outputs"]
 
 
-@pytest.mark.spec("001.cache.hlo-cache-dir", "001.cache.three-layers")
+@pytest.mark.spec("001.cache.hlo-cache-dir", "001.cache.three-layers", "001.cache.hlo-shared-with-eager")
 def test_a_fresh_process_on_a_warm_hlo_cache_does_not_lower(cold_then_warm):
     _, cold, warm = cold_then_warm
     if warm.get("lowerings") is None:

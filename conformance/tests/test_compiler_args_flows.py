@@ -137,6 +137,53 @@ def test_each_graph_type_compiles_with_its_policy_list(in_process, graph_type, l
         assert flag in g["compiler_args"], f"{graph_type}: base flag {flag} lost: {g['compiler_args']}"
 
 
+@pytest.mark.spec("000.flow.encoder-model-scope", "000.runner.stamp-base-on-model")
+def test_the_models_own_encoder_site_compiles_with_the_list_from_the_stamped_base(in_process):
+    """The encoder site is the model's own (``embed_multimodal`` opens ``_scoped_compiler_args``):
+    it can resolve only from the base arguments the runner stamped on the model, so its graph
+    compiles with exactly the runner's resolution (the base, then ``-O3``), not without a scope."""
+    resolved = in_process["runner"].resolve("encoder")
+    g = _one_graph(in_process["encoder"], "encoder")
+    assert resolved is not None and _starts_with(resolved, BASE) and _level(resolved) == 3, resolved
+    assert _starts_with(g["compiler_args"], resolved), (
+        f"the encoder graph compiled with {g['compiler_args']}, the model's scope over the stamped base gives {resolved}")
+
+
+@pytest.mark.spec("000.policy.example-inputs-none")
+def test_the_runner_hands_the_policy_no_example_inputs(impl):
+    """A policy that refuses example inputs (``no_example_inputs``) resolves every graph type: the
+    runner passed ``None``, and the policy chose by graph type alone."""
+    runner = impl.compiler_args().policy_runner(policy="no_example_inputs", compiler_args=BASE)
+    got = {g: runner.resolve(g) for g in TYPES}
+    assert {g: _level(a) for g, a in got.items()} == {"decode": 3, "encoder": 3, "jf": 2, "prefill": None}, got
+
+
+@pytest.mark.spec("000.flow.native-two-element-jobs", "000.flow.trace-job-third-element")
+def test_native_trace_jobs_have_two_elements_and_the_others_three(impl):
+    """The native path keeps the two-element ``(model, kwargs)`` job (it resolves in-process); the
+    capture path's job carries the resolved list as its third element."""
+    native = impl.compiler_args().policy_runner(mode="native", compiler_args=BASE).trace_job("decode")
+    captured = impl.compiler_args().policy_runner(mode="capture", compiler_args=BASE)
+    assert len(native) == 2 and isinstance(native[1], dict), f"the native job is {len(native)} elements: {native[2:]}"
+    job = captured.trace_job("decode")
+    assert len(job) == 3 and job[2] == captured.resolve("decode"), job[2:]
+
+
+@pytest.mark.slow  # a decode graph compiled for it alone (about 10 s of a core)
+@pytest.mark.spec("000.seams.before-platform-args")
+def test_platform_flags_are_added_after_the_scoped_list(impl, monkeypatch):
+    """The scope replaces ``compiler_args`` first, then the platform's flags (``NEURON_CC_FLAGS``)
+    are added: a graph compiled under a scope keeps both, the scoped list first. Applied the other
+    way round, the scope would replace the platform's flags."""
+    monkeypatch.setenv("NEURON_CC_FLAGS", "--lnc 2")
+    runner = impl.compiler_args().policy_runner(compiler_args=BASE)
+    g = _one_graph(runner.run("decode"), "decode")
+    args, resolved = g["compiler_args"], runner.resolve("decode")
+    assert _starts_with(args, resolved), f"compiled with {args}; the scope gave {resolved}"
+    tail = [t for a in args[len(resolved):] for t in shlex.split(a)]
+    assert "--lnc" in tail and tail[tail.index("--lnc") + 1] == "2", f"NEURON_CC_FLAGS's --lnc 2 is not after the scoped list: {args}"
+
+
 @pytest.mark.spec("000.policy.graph-type-labels", "000.runner.base-args-on-options", "000.runner.resolve-none")
 def test_untagged_graph_keeps_the_base_arguments(in_process):
     assert in_process[None]["resolved"] is None
@@ -383,6 +430,24 @@ def test_staged_metadata_snapshot(impl, deferred, graph_type, snapshot):
 
 
 # --- levels do not change results ----------------------------------------------------------------------
+
+
+@pytest.mark.slow  # two compiles of its own (about 6 s of a core)
+@pytest.mark.spec("000.precedence.compiler-default-o1")
+def test_a_list_without_a_level_compiles_as_O1(impl, own_cache):
+    """With no level in the list the compiler runs at its default, ``-O1``: the artifact is the one
+    ``-O1`` gives, byte for byte (levels give different artifacts: the test below)."""
+    model, args = neuron_fixtures.build("mlp")
+    artifacts = {}
+    for label, compiler_args in (("no level", ["--model-type", "transformer"]), ("-O1", ["--model-type", "transformer", "-O1"])):
+        before = set(impl.cache().keys(str(own_cache)))
+        impl.reset()
+        with torch.no_grad():
+            impl.compile(model, options={"compiler_args": compiler_args})(*args)
+        new = sorted(set(impl.cache().keys(str(own_cache))) - before)
+        assert new, f"{label}: nothing was published"
+        artifacts[label] = tuple(open(cache_entry_file(impl, own_cache, k, 0), "rb").read() for k in new)
+    assert artifacts["no level"] == artifacts["-O1"], "a list without a level did not compile as -O1"
 
 
 @pytest.mark.parametrize("name", ["mlp", "vision_encoder"])

@@ -142,7 +142,7 @@ arg_lists = st.lists(st.sampled_from(_OTHER + _LEVEL), max_size=6).map(lambda pa
 
 @settings(max_examples=200)
 @given(args=arg_lists, level=st.sampled_from([1, 2, 3]))
-@pytest.mark.spec("000.helper.with-optimization-level")
+@pytest.mark.spec("000.helper.with-optimization-level", "000.helper.pure")
 def test_level_is_replaced_in_any_form_and_other_flags_keep_their_order(impl, args, level):
     before = list(args)
     out = impl.compiler_args().with_optimization_level(args, level)

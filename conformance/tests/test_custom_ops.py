@@ -133,6 +133,7 @@ def test_a_custom_op_that_cannot_compile_breaks_the_graph_and_runs_eagerly(impl,
 
 
 @pytest.mark.parametrize("op_id,call,name", BREAKING, ids=[b[0] for b in BREAKING])
+@pytest.mark.spec("001.breaks.no-lowering", "001.breaks.fullgraph-unsupported")
 def test_under_fullgraph_a_custom_op_that_cannot_compile_raises_the_diagnostic_naming_it(impl, gb_type, op_id, call,
                                                                                             name):
     with pytest.raises(torch._dynamo.exc.Unsupported) as info, torch.no_grad():

@@ -11,6 +11,9 @@
 
 from __future__ import annotations
 
+import logging
+import re
+
 import pytest
 import torch
 from hypothesis import given
@@ -51,7 +54,8 @@ _pass_names = fx_pass_names
 # --- order, identity, the switch --------------------------------------------------------------
 
 
-@pytest.mark.spec("002.guards.rank-constant-pass-last", "003.interface.name", "003.default.order", "003.passes.get-default-pass-manager")
+@pytest.mark.spec("002.guards.rank-constant-pass-last", "003.interface.name", "003.default.order", "003.passes.get-default-pass-manager",
+                  "003.passes.collective-replica-groups")
 def test_default_order(impl, json_snapshot):
     names = _pass_names(impl)
     assert names == DEFAULT_ORDER
@@ -110,6 +114,60 @@ def test_a_bad_target_device_is_named(impl):
     _pass_names(impl)
     with pytest.raises(Exception, match="target_device"):
         impl.compile(_small, options={"target_device": "not-a-device"}, fullgraph=True)(torch.randn(3))
+
+
+@pytest.mark.spec("003.manager.debug-timing")
+def test_each_pass_logs_its_time_at_debug_in_the_seeds_words(impl, caplog, monkeypatch, tmp_path):
+    """Every default pass that runs logs ``FX Pass '<name>' completed in <seconds, 4 decimals>s`` at
+    DEBUG, in the order they run (a compile of its own, into fresh caches)."""
+    names = _pass_names(impl)
+    for var, value in impl.cache().env(str(tmp_path / "caches")).items():
+        monkeypatch.setenv(var, value)
+    impl.reset()
+    with caplog.at_level(logging.DEBUG):
+        impl.compile(_small, fullgraph=True)(torch.randn(3))
+    timed = [m for m in (re.match(r"FX Pass '(\w+)' completed in \d+\.\d{4}s", r.getMessage())
+                         for r in caplog.records if r.levelno == logging.DEBUG) if m]
+    assert [m.group(1) for m in timed] == names, [r.getMessage() for r in caplog.records if "FX" in r.getMessage()][:10]
+
+
+class _Scaled(torch.nn.Module):
+    def forward(self, x):
+        y = x.clone()
+        y.mul_(2)
+        return y + 1
+
+
+@pytest.mark.spec("003.interface.fxpass", "003.benefits.unit-testable")
+def test_each_default_pass_runs_alone_on_a_graph_module_and_keeps_its_values(impl):
+    """Each pass is an object with ``run(gm) -> GraphModule``: run alone on a traced module, as its
+    unit test would, it returns a GraphModule that computes what the module does."""
+    x = torch.randn(5)
+    for name in _pass_names(impl):
+        gm = torch.fx.symbolic_trace(_Scaled())
+        out = impl.fx_passes().run_pass(name, gm)
+        assert isinstance(out, torch.fx.GraphModule), f"{name}.run returned {type(out).__name__}, not a GraphModule"
+        assert_close(out(x), _Scaled()(x), what=f"{name} alone")
+
+
+def _to_foreign_device(x):
+    return x.to("cuda") * 2
+
+
+@pytest.mark.spec("003.config.target-device-xla", "003.passes.device-rewriter")
+def test_without_a_target_device_the_device_rewriter_moves_the_graph_where_it_runs(impl):
+    """With no ``target_device`` the device rewriter moves a graph's foreign devices to the
+    default target: ``xla`` in the seeds, the CPU in the reference, which has no XLA device
+    (docs/fx_passes.md, "Backend options"). The rewritten graph runs where the input lives."""
+    names = _pass_names(impl)
+    if "DeviceRewriterPass" not in names:
+        pytest.skip(f"no DeviceRewriterPass among the default passes: {names}")
+    gm = impl.fx_passes().run_pass("DeviceRewriterPass", torch.fx.symbolic_trace(_to_foreign_device))
+    assert "cuda" not in gm.code, gm.code
+    x = torch.randn(4)
+    out = gm(x)
+    assert out.device == x.device, f"the rewritten graph ran on {out.device}"
+    assert_close(out, x * 2, what="the rewritten graph")
 
 
 # --- what the caller sees with the passes on --------------------------------------------------

@@ -99,8 +99,11 @@ def test_sharded_decoder_output_equals_unsharded(worlds, world):
         assert_close(res["k_caches"], res["expected_k_caches"], what=f"rank {rank} of {world}: its KV-cache shard")
 
 
-@pytest.mark.spec("002.rank.vocab-start")
+@pytest.mark.spec("002.rank.vocab-start", "002.rank.ep-rank-idiom", "002.rank.index-select", "002.rank.runtime-tensor")
 def test_each_parallel_layer_equals_its_dense_layer(world2):
+    """Each layer takes the rank as a runtime tensor and derives its shard from it: the vocabulary
+    start, ``index_select`` over ``arange + rank * shard`` (row-parallel), the expert-parallel rank
+    ``(rank % (ep * tp)) // tp`` (the MoE); each equals its dense layer on every rank."""
     for rank, res in enumerate(scenario(world2, "layers")):
         for layer, r in res["layers"].items():
             assert_close(r["out"], r["expected"], what=f"rank {rank}: {layer}")
@@ -135,7 +138,7 @@ def test_a_collective_graphs_metrics_record_says_it_has_collectives(world2):
 # --- rank invariance -----------------------------------------------------------------------------
 
 @pytest.mark.parametrize("world, name", [(2, "decoder_spmd"), (4, "decoder_spmd"), (2, "collectives"), (4, "collectives"), (8, "collectives")])
-@pytest.mark.spec("002.spmd.identical-graph", "002.cache.same-32-char-hash")
+@pytest.mark.spec("002.spmd.identical-graph", "002.cache.same-32-char-hash", "002.rank.runtime-tensor")
 def test_every_rank_traces_identical_text_and_key(worlds, world, name):
     per_rank = scenario(worlds(world), name)
     texts = [r["texts"] for r in per_rank]
@@ -146,7 +149,8 @@ def test_every_rank_traces_identical_text_and_key(worlds, world, name):
     assert all(k == keys[0] for k in keys), f"keys differ across ranks: {keys}"
 
 
-@pytest.mark.spec("002.collectives.group-name-normalized")
+@pytest.mark.spec("002.collectives.group-name-normalized", "002.collectives.full-mesh-registered",
+                  "002.collectives.replica-groups-meta", "003.passes.collective-replica-groups")
 def test_two_d_mesh_hashes_identically_although_group_names_differ(world4):
     per_rank = scenario(world4, "collectives")
     names = [r["group_name"] for r in per_rank]
@@ -177,7 +181,7 @@ def test_two_d_mesh_collectives_snapshot(world4, snapshot):
 # --- one artifact for the world, and the fan-out of the MPMD twin --------------------------------
 
 @pytest.mark.parametrize("world, name", [(2, "decoder_spmd"), (4, "decoder_spmd"), (4, "collectives"), (8, "collectives")])
-@pytest.mark.spec("002.spmd.compiler-runs-once")
+@pytest.mark.spec("002.spmd.compiler-runs-once", "002.cache.rank0-compiles-others-wait")
 def test_compiler_runs_once_per_distinct_graph_for_the_world(worlds, world, name):
     per_rank = scenario(worlds(world), name)
     distinct = {k for r in per_rank for k in r["graphs"].values()}

@@ -149,7 +149,7 @@ def _violation_chain(impl, exc):
 
 @pytest.mark.parametrize("builder", sorted(BUILDERS))
 @pytest.mark.parametrize("strict", ["0", "1"], ids=["warn", "strict"])
-@pytest.mark.spec("002.guards.rank-constant-detects")
+@pytest.mark.spec("002.guards.rank-constant-detects", "002.guards.strict-flag")
 def test_a_baked_rank_constant_is_caught_for_every_builder(impl, monkeypatch, builder, strict):
     monkeypatch.setenv(STRICT, strict)
     fn = BUILDERS[builder]
@@ -230,3 +230,13 @@ def test_strict_holds_at_every_seam_whatever_the_fallback(impl, monkeypatch, tmp
         assert torch.equal(out, _baked_with_tensor(x, rank)), f"{seam}: the tolerated graph computes something else"
         text = "\n".join(str(w.message) for w in caught)
         assert re.search(line, text) and "rank" in text, f"{seam}: the warning does not name the line: {text}"
+
+
+@pytest.mark.spec("002.rank.runtime-tensor")
+def test_the_rank_is_a_zero_dimensional_int64_tensor_of_its_value(impl):
+    """The runner threads the rank into every forward as a tensor (a runtime input, so every rank
+    traces the same graph): a 0-d int64 tensor holding the rank, for any rank."""
+    for rank in (0, 1, 7):
+        t = impl.spmd().rank_tensor(rank)
+        assert isinstance(t, torch.Tensor) and t.dim() == 0 and t.dtype == torch.int64, (rank, t)
+        assert int(t) == rank

@@ -89,5 +89,6 @@ class FXPassManager:
                     p.name, graph_name, f"run() returned {type(out).__name__}, not a torch.fx.GraphModule; return the graph"
                 )
             gm = out
-            self.logger.debug("FX pass %r on %s took %.4fs", p.name, graph_name, time.perf_counter() - start)
+            # the seeds' line, then the graph it ran on
+            self.logger.debug("FX Pass '%s' completed in %.4fs (graph %s)", p.name, time.perf_counter() - start, graph_name)
         return gm
