@@ -946,3 +946,4 @@ def make(name: str) -> MutantImplementation:
         mutant.patch()
         _APPLIED.add(name)
     return MutantImplementation(mutant)
+from conformance.selfcheck.mutants_atom import *  # noqa: E402,F401,F403

@@ -222,7 +222,7 @@ def _expected_path(mode: str, bs: int, tbo: bool) -> dict:
 
 @pytest.mark.parametrize("tbo", [False, True], ids=["plain", "tbo"])
 @pytest.mark.parametrize("mode", MODES)
-@pytest.mark.spec("004.replay.dispatch-rules", "004.keying.request-bucket", "004.keying.tbo-split")
+@pytest.mark.spec("004.replay.dispatch-rules", "004.keying.request-bucket", "004.keying.tbo-split", "004.modes.full-and-tr-hybrid")
 def test_each_step_reports_the_path_the_dispatch_rules_give_it(atom, cell, mode, tbo):
     # The evidence that a replay happened: a cell that silently ran a step eagerly, replayed another
     # bucket, or padded a step that fits a captured size exactly must fail here, not pass on parity.
