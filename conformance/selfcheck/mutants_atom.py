@@ -703,4 +703,54 @@ def debug_dump_without_rank():
     home.debug_dump_dir = lambda config: getattr(getattr(config, "compilation_config", config), "debug_dump_path", "") or ""
 
 
+@_mutant("ATOM configuration: the compile_sizes alias",
+         f"{_T}::test_the_first_call_runs_the_general_shape_even_at_a_compile_size", r"did not specialize every piece")
+def compile_sizes_alias_ignored():
+    """``compile_sizes=["cudagraph_capture_sizes"]`` resolves to no size instead of every capture size."""
+    cc = _compilation_config()
+    init_sizes = cc.init_with_cudagraph_sizes
+
+    @functools.wraps(init_sizes)
+    def without_alias(self, cudagraph_capture_sizes):
+        init_sizes(self, [])
+
+    cc.init_with_cudagraph_sizes = without_alias
+
+
+@_mutant("ATOM forward context: running_tokens", f"{_T}::test_running_tokens_counts_rows_and_running_bs_requests",
+         r"\(running_bs, running_tokens\) captured with mtp_k=2")
+def running_tokens_counts_requests():
+    """``Context.running_tokens`` holds the padded request count (``running_bs``), not the padded row count."""
+    runner = _runner()
+    metadata = runner._decode_metadata
+
+    @functools.wraps(metadata)
+    def requests(self, bs, *args, **kwargs):
+        attn, context = metadata(self, bs, *args, **kwargs)
+        return attn, dataclasses.replace(context, running_tokens=context.running_bs)
+
+    runner._decode_metadata = requests
+
+
+@_mutant("ATOM compile cache: copy inputs only with a graph mode",
+         f"{_T}::test_copy_inputs_under_mode_none_reads_the_callers_tensor", r"copied the input under cudagraph_mode NONE")
+def copy_inputs_under_mode_none():
+    """``cudagraph_copy_inputs=True`` copies inputs into static buffers under ``cudagraph_mode`` NONE too."""
+    backend = _module(_BACKEND).VllmBackend
+    call = backend.__call__
+
+    @functools.wraps(call)
+    def always(self, graph, example_inputs):
+        cc = self.config.compilation_config
+        mode = cc.cudagraph_mode
+        if cc.cudagraph_copy_inputs:
+            cc.cudagraph_mode = _mode("FULL")
+        try:
+            return call(self, graph, example_inputs)
+        finally:
+            cc.cudagraph_mode = mode
+
+    backend.__call__ = always
+
+
 __all__ = sorted(set(MUTANTS) - _BEFORE)
