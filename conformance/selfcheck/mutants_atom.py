@@ -753,4 +753,93 @@ def copy_inputs_under_mode_none():
     backend.__call__ = always
 
 
+_MATRIX = "conformance/tests/test_atom_matrix.py"
+
+
+@_mutant("ATOM graph modes: NONE captures nothing", f"{_MATRIX}::test_the_ladder_is_captured_and_decodes_within_it_replay[L0-NONE]",
+         r"assert \[1, 2, 4\] == \[\]")
+def mode_none_records_request_graphs():
+    """The runner records and replays request graphs under ``cudagraph_mode`` NONE, as under FULL."""
+    runner = _runner()
+    graph_mode = runner.graph_mode
+
+    def full_for_none(self):
+        mode = graph_mode.fget(self)
+        none = _mode("NONE")
+        if mode is none and not self.enforce_eager and self.config.compilation_config.use_cudagraph:
+            return _mode("FULL")
+        return mode
+
+    runner.graph_mode = property(full_for_none)
+
+
+@_mutant("ATOM graph modes: FULL_DECODE_ONLY", f"{_MATRIX}::test_each_step_reports_the_path_the_dispatch_rules_give_it[L0-FULL_DECODE_ONLY-plain]",
+         r"reported, expected")
+def full_decode_only_records_token_graphs():
+    """``FULL_DECODE_ONLY`` decodes replay token graphs (as TR_HYBRID) instead of full request graphs."""
+    runner = _runner()
+    active = runner._tr_hybrid_active
+    runner._tr_hybrid_active = lambda self: self.graph_mode.name == "FULL_DECODE_ONLY" or active(self)
+
+
+@_mutant("ATOM compilers: the standalone adaptor on torch 2.8+",
+         f"{_T}::test_inductor_pieces_go_through_the_standalone_adaptor_on_torch_2_8_and_later", r"not the inductor_standalone adaptor's")
+def compile_fx_adaptor_on_new_torch():
+    """Inductor pieces go through the ``compile_fx`` adaptor (``InductorAdaptor``) on every torch version."""
+    home = _module("reference.atom.compiler_interface")
+    make = home.make_compiler
+
+    @functools.wraps(make)
+    def old_adaptor(compilation_config):
+        compiler = make(compilation_config)
+        return home.InductorAdaptor() if isinstance(compiler, home.InductorStandaloneAdaptor) else compiler
+
+    _everywhere(make, old_adaptor)
+
+
+_COMPILATION = "conformance/tests/test_atom_compilation.py"
+
+
+@_mutant("ATOM level 1: full graph", f"{_COMPILATION}::test_level_1_traces_a_full_graph_with_dynamo_and_compiles_nothing",
+         r"level 1 \(full graph\) accepted a graph break")
+def level_1_allows_graph_breaks():
+    """Level 1 compiles with Dynamo's eager backend without ``fullgraph=True``: a graph break passes silently."""
+    home = _module(_DECORATORS)
+    compile_model = home.compile_model
+
+    @functools.wraps(compile_model)
+    def partial_graphs(model, config):
+        import torch
+
+        real = torch.compile
+
+        def no_fullgraph(fn, **kwargs):
+            kwargs["fullgraph"] = False
+            return real(fn, **kwargs)
+
+        torch.compile = no_fullgraph
+        try:
+            return compile_model(model, config)
+        finally:
+            torch.compile = real
+
+    _everywhere(compile_model, partial_graphs)
+
+
+@_mutant("ATOM decorator: the custom dispatcher",
+         f"{_COMPILATION}::test_level_2_dispatch_skips_guards_where_plain_torch_compile_recompiles", r"num_dynamo_compiles")
+def dispatcher_keeps_guards():
+    """After the first compile the decorator calls the guarded ``torch.compile`` wrapper again instead of
+    dispatching to the compiled code: a changed attribute recompiles."""
+    wrapper = _module(_DECORATORS).TorchCompileWrapperWithCustomDispatcher
+    init = wrapper.__init__
+
+    @functools.wraps(init)
+    def guarded(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        self.use_custom_dispatcher = False
+
+    wrapper.__init__ = guarded
+
+
 __all__ = sorted(set(MUTANTS) - _BEFORE)

@@ -217,6 +217,17 @@ def test_the_compile_cache_map_is_a_python_file_keyed_by_shape_piece_and_backend
     assert len(keys) == 2 * (layers + 1)
 
 
+@pytest.mark.spec("004.compiler.standalone-unpacked")
+def test_standalone_inductor_saves_each_artifact_unpacked(piecewise):
+    """``standalone_compile``'s artifacts are saved in its "unpacked" format: a folder of files per
+    compiled piece and size beside the cache map (loaded by the warm child, above)."""
+    if piecewise["compiler"] != "inductor_standalone":
+        pytest.skip(f"the {piecewise['compiler']} piece compiler is not the standalone Inductor adaptor")
+    cached = [Path(f).parts for f in piecewise["files"] if f.startswith("cache")]
+    folders = {p[3] for p in cached if len(p) > 4}  # cache/<hash>/rank_0/<artifact>/...
+    assert len(folders) == 2 * (piecewise["layers"] + 1), f"artifact folders under rank_0: {sorted(folders)}"
+
+
 @pytest.mark.spec("004.config.debug-dump-rank-0")
 def test_debug_dump_path_receives_the_graphs_under_rank_0(piecewise):
     dumped = [Path(f).parts for f in piecewise["files"] if f.startswith("dump")]

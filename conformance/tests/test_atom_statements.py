@@ -5,8 +5,8 @@ Through the adapter's ``atom()`` capability only. The names, values and defaults
 forward context's fields), what a configuration resolves to at level 3, the capture loop as a
 model sees it (a probe: a ``@token_graph`` unit whose eager region logs the forward context it
 runs under, at level 0 so nothing compiles), custom-op registration, and the level-3 files that
-only a compile writes (those tests are slow: one compile each with the implementation's own piece
-compiler, one with Inductor).
+only a compile writes (those tests are slow: three small compiles with the implementation's own
+piece compiler, about 15 s).
 
 Every test here asserts what a user of the design would see; each statement it checks is named by
 its ``spec`` marker, and ``conformance/selfcheck/mutants_atom.py`` holds a broken reference for
@@ -15,7 +15,6 @@ each quoted value that one of these tests must catch.
 
 from __future__ import annotations
 
-import ast
 import io
 from pathlib import Path
 
@@ -523,10 +522,12 @@ _PROBE_OPS: dict = {}
 
 
 def _split_model(atom, **cc):
-    """A model at level 3 that splits at :func:`_register_probe_split`'s op, applied to its input."""
+    """A model at level 3 that splits at :func:`_register_probe_split`'s op, applied to its input;
+    its pieces compiled by the implementation's own compiler unless ``use_inductor=True``."""
     name, pointers = _register_probe_split(atom)
+    cc.setdefault("use_inductor", False)
     config = atom.Config(max_num_seqs=8, compilation_config=atom.CompilationConfig(
-        level=3, use_inductor=False, cudagraph_capture_sizes=[1, 2, 4], splitting_ops=[name], **cc))
+        level=3, cudagraph_capture_sizes=[1, 2, 4], splitting_ops=[name], **cc))
     namespace, op_name = name.split(".")
     op = getattr(getattr(torch.ops, namespace), op_name)
 
@@ -548,11 +549,6 @@ def _split_model(atom, **cc):
 
 def _files(root: Path) -> list[str]:
     return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
-
-
-def _cache_map(root: Path) -> dict:
-    (path,) = [p for p in root.rglob("vllm_compile_cache.py")]
-    return ast.literal_eval(path.read_text())
 
 
 @pytest.fixture(scope="module")
@@ -645,3 +641,31 @@ def test_copy_inputs_under_mode_none_reads_the_callers_tensor(atom, level3, tmp_
         model(x)
     assert pointers == [x.data_ptr()], "cudagraph_copy_inputs copied the input under cudagraph_mode NONE"
 
+
+@pytest.fixture(scope="module")
+def inductor_auto(atom, tmp_path_factory):
+    """A level-3 compile with Inductor and no piece compiler named: the cache map's backend names."""
+    root = tmp_path_factory.mktemp("atom_statements_inductor")
+    with torch.no_grad():
+        torch._dynamo.reset()
+        model, _ = _split_model(atom, use_inductor=True, cache_dir=str(root))
+        x = M.inputs(3)
+        error = (model(x) - M.eager_reference(model, x)).abs().max().item()
+    maps = sorted(root.rglob("vllm_compile_cache.py"))
+    keys = []
+    if maps:
+        import ast
+
+        data = ast.literal_eval(maps[0].read_text())
+        keys = list(data.get("entries", data) if isinstance(data, dict) else data)
+    return {"error": error, "keys": keys}
+
+
+@pytest.mark.slow
+@pytest.mark.spec("004.compiler.standalone-adaptor")
+def test_inductor_pieces_go_through_the_standalone_adaptor_on_torch_2_8_and_later(inductor_auto):
+    version = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2])
+    want = "inductor_standalone" if version >= (2, 8) else "inductor"
+    names = sorted({k[2] for k in inductor_auto["keys"] if isinstance(k, tuple) and len(k) == 3})
+    assert names == [want], f"torch {torch.__version__}: the cache map's backend names are {names}, not the {want} adaptor's"
+    assert inductor_auto["error"] <= 1e-4
