@@ -775,71 +775,17 @@ def mode_none_records_request_graphs():
 
 @_mutant("ATOM graph modes: FULL_DECODE_ONLY", f"{_MATRIX}::test_each_step_reports_the_path_the_dispatch_rules_give_it[L0-FULL_DECODE_ONLY-plain]",
          r"reported, expected")
-def full_decode_only_records_token_graphs():
-    """``FULL_DECODE_ONLY`` decodes replay token graphs (as TR_HYBRID) instead of full request graphs."""
+def full_decode_only_runs_decodes_eagerly():
+    """``FULL_DECODE_ONLY`` follows its mixed part (``NONE``) for every batch: decodes run eagerly instead
+    of replaying full graphs."""
     runner = _runner()
-    active = runner._tr_hybrid_active
-    runner._tr_hybrid_active = lambda self: self.graph_mode.name == "FULL_DECODE_ONLY" or active(self)
+    graph_mode = runner.graph_mode
 
+    def mixed_part(self):
+        mode = graph_mode.fget(self)
+        return _mode("NONE") if mode.name == "FULL_DECODE_ONLY" else mode
 
-@_mutant("ATOM compilers: the standalone adaptor on torch 2.8+",
-         f"{_T}::test_inductor_pieces_go_through_the_standalone_adaptor_on_torch_2_8_and_later", r"not the inductor_standalone adaptor's")
-def compile_fx_adaptor_on_new_torch():
-    """Inductor pieces go through the ``compile_fx`` adaptor (``InductorAdaptor``) on every torch version."""
-    home = _module("reference.atom.compiler_interface")
-    make = home.make_compiler
-
-    @functools.wraps(make)
-    def old_adaptor(compilation_config):
-        compiler = make(compilation_config)
-        return home.InductorAdaptor() if isinstance(compiler, home.InductorStandaloneAdaptor) else compiler
-
-    _everywhere(make, old_adaptor)
-
-
-_COMPILATION = "conformance/tests/test_atom_compilation.py"
-
-
-@_mutant("ATOM level 1: full graph", f"{_COMPILATION}::test_level_1_traces_a_full_graph_with_dynamo_and_compiles_nothing",
-         r"level 1 \(full graph\) accepted a graph break")
-def level_1_allows_graph_breaks():
-    """Level 1 compiles with Dynamo's eager backend without ``fullgraph=True``: a graph break passes silently."""
-    home = _module(_DECORATORS)
-    compile_model = home.compile_model
-
-    @functools.wraps(compile_model)
-    def partial_graphs(model, config):
-        import torch
-
-        real = torch.compile
-
-        def no_fullgraph(fn, **kwargs):
-            kwargs["fullgraph"] = False
-            return real(fn, **kwargs)
-
-        torch.compile = no_fullgraph
-        try:
-            return compile_model(model, config)
-        finally:
-            torch.compile = real
-
-    _everywhere(compile_model, partial_graphs)
-
-
-@_mutant("ATOM decorator: the custom dispatcher",
-         f"{_COMPILATION}::test_level_2_dispatch_skips_guards_where_plain_torch_compile_recompiles", r"num_dynamo_compiles")
-def dispatcher_keeps_guards():
-    """After the first compile the decorator calls the guarded ``torch.compile`` wrapper again instead of
-    dispatching to the compiled code: a changed attribute recompiles."""
-    wrapper = _module(_DECORATORS).TorchCompileWrapperWithCustomDispatcher
-    init = wrapper.__init__
-
-    @functools.wraps(init)
-    def guarded(self, *args, **kwargs):
-        init(self, *args, **kwargs)
-        self.use_custom_dispatcher = False
-
-    wrapper.__init__ = guarded
+    runner.graph_mode = property(mixed_part)
 
 
 __all__ = sorted(set(MUTANTS) - _BEFORE)
