@@ -20,10 +20,12 @@ tests read what they saw.
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -114,7 +116,7 @@ def _run_piecewise(compiler, pytestconfig, impl, atom, tmp_path_factory) -> dict
     tmp = tmp_path_factory.mktemp(f"atom_{compiler}")
     cache_dir = tmp / "cache"
     torch._dynamo.reset()
-    config = _config(atom, compiler, cache_dir, compile_sizes=[COMPILE_SIZE])
+    config = _config(atom, compiler, cache_dir, compile_sizes=[COMPILE_SIZE], debug_dump_path=str(tmp / "dump"))
     seen = {"layers": layers, "compiler": compiler}
     start = atom.COUNTERS.snapshot()
     model = M.build_decoder(atom, config, layers=layers)
@@ -142,6 +144,9 @@ def _run_piecewise(compiler, pytestconfig, impl, atom, tmp_path_factory) -> dict
         seen["eps_change_counters"] = atom.COUNTERS.delta(mark).as_dict()
         model.eps = original_eps
     seen["cold"] = atom.COUNTERS.delta(start).as_dict()
+    seen["files"] = sorted(str(p.relative_to(tmp)) for p in tmp.rglob("*") if p.is_file())
+    maps = sorted(cache_dir.rglob("vllm_compile_cache.py"))
+    seen["cache_map_keys"] = _cache_map_keys(maps[0]) if maps else None
     seen["outputs"] = {str(k): v.tolist() for k, v in outputs.items()}
     seen["errors"] = {str(k): v for k, v in errors.items()}
     seen["warm"] = _warm_child(impl, _spec(pytestconfig), compiler, cache_dir, layers, tmp)
@@ -184,6 +189,50 @@ def test_a_fresh_process_on_the_warm_cache_compiles_no_piece(piecewise):
         got = torch.tensor(warm["outputs"][str(size)])
         want = torch.tensor(piecewise["outputs"][str(size)])
         torch.testing.assert_close(got, want, atol=ATOL, rtol=0)
+
+
+def _cache_map_keys(path: Path) -> list:
+    """The keys of a compile cache map: the file is one Python literal, the map itself or a dict
+    that holds it under ``entries`` (with a header of its own)."""
+    data = ast.literal_eval(path.read_text())
+    entries = data.get("entries", data) if isinstance(data, dict) else data
+    return [list(k) if isinstance(k, tuple) else repr(k) for k in entries]
+
+
+@pytest.mark.spec("004.cache.file", "004.cache.key", "004.cache.rank-dir", "004.backend.computation-graph")
+def test_the_compile_cache_map_is_a_python_file_keyed_by_shape_piece_and_backend(piecewise):
+    """``<cache_dir>/<hash>/rank_0/`` holds ``vllm_compile_cache.py`` (a Python literal, as pprint
+    writes it) whose keys are ``(runtime_shape, graph_index, backend_name)``, and the stitching graph
+    ``computation_graph.py``."""
+    cached = [Path(f).parts for f in piecewise["files"] if f.startswith("cache") and f.endswith(".py")]
+    names = {p[-1]: p for p in cached}
+    assert {"vllm_compile_cache.py", "computation_graph.py"} <= set(names), piecewise["files"]
+    for name in ("vllm_compile_cache.py", "computation_graph.py"):
+        assert names[name][2] == "rank_0", f"{name} is not under <cache_dir>/<hash>/rank_0/: {'/'.join(names[name])}"
+    keys, layers = piecewise["cache_map_keys"], piecewise["layers"]
+    assert keys is not None and all(isinstance(k, list) and len(k) == 3 for k in keys), f"cache map keys {keys}"
+    assert {k[0] for k in keys} == {None, COMPILE_SIZE}, "runtime shapes: the general shape (None) and the compile size"
+    assert sorted({k[1] for k in keys}) == sorted({k[1] for k in keys if isinstance(k[1], int)}) and len({k[1] for k in keys}) == layers + 1
+    assert len({k[2] for k in keys}) == 1 and isinstance(keys[0][2], str) and keys[0][2], "one backend name per cache"
+    assert len(keys) == 2 * (layers + 1)
+
+
+@pytest.mark.spec("004.compiler.standalone-unpacked")
+def test_standalone_inductor_saves_each_artifact_unpacked(piecewise):
+    """``standalone_compile``'s artifacts are saved in its "unpacked" format: a folder of files per
+    compiled piece and size beside the cache map (loaded by the warm child, above)."""
+    if piecewise["compiler"] != "inductor_standalone":
+        pytest.skip(f"the {piecewise['compiler']} piece compiler is not the standalone Inductor adaptor")
+    cached = [Path(f).parts for f in piecewise["files"] if f.startswith("cache")]
+    folders = {p[3] for p in cached if len(p) > 4}  # cache/<hash>/rank_0/<artifact>/...
+    assert len(folders) == 2 * (piecewise["layers"] + 1), f"artifact folders under rank_0: {sorted(folders)}"
+
+
+@pytest.mark.spec("004.config.debug-dump-rank-0")
+def test_debug_dump_path_receives_the_graphs_under_rank_0(piecewise):
+    dumped = [Path(f).parts for f in piecewise["files"] if f.startswith("dump")]
+    assert dumped, "nothing was dumped to debug_dump_path"
+    assert {p[1] for p in dumped} == {"rank_0"}, f"dump files not under <debug_dump_path>/rank_0/: {sorted(map('/'.join, dumped))}"
 
 
 @pytest.mark.spec("004.levels.custom-dispatcher", "004.decorator.dispatch-to-code")
@@ -266,7 +315,7 @@ def test_level_1_traces_a_full_graph_with_dynamo_and_compiles_nothing(levels):
     assert levels["break"]["1"] is not None, "level 1 (full graph) accepted a graph break"
 
 
-@pytest.mark.spec("004.levels.level-2-inductor")
+@pytest.mark.spec("004.levels.level-2-inductor", "004.decorator.mark-dynamic")
 def test_level_2_compiles_one_graph_without_pieces(levels):
     c = levels["2"]["counters"]
     assert c["num_dynamo_compiles"] == 1, "two sizes, one compile: the batch dimension is dynamic"

@@ -148,7 +148,7 @@ def test_unknown_buckets_are_clear_errors(captured, atom):
 
 
 @pytest.mark.parametrize("per_phase", [False, True])
-@pytest.mark.spec("004.tokengraph.per-phase")
+@pytest.mark.spec("004.tokengraph.per-phase", "004.tokengraph.not-recorded-again")
 def test_token_graph_buckets_are_per_phase(atom, per_phase):
     model = G.compiled_decoder(atom, "eager", per_phase=per_phase)
     cache = G.kv_cache(atom)

@@ -222,7 +222,8 @@ def _expected_path(mode: str, bs: int, tbo: bool) -> dict:
 
 @pytest.mark.parametrize("tbo", [False, True], ids=["plain", "tbo"])
 @pytest.mark.parametrize("mode", MODES)
-@pytest.mark.spec("004.replay.dispatch-rules", "004.keying.request-bucket", "004.keying.tbo-split")
+@pytest.mark.spec("004.replay.dispatch-rules", "004.keying.request-bucket", "004.keying.tbo-split", "004.modes.full-and-tr-hybrid",
+                  "004.modes.full-decode-only")
 def test_each_step_reports_the_path_the_dispatch_rules_give_it(atom, cell, mode, tbo):
     # The evidence that a replay happened: a cell that silently ran a step eagerly, replayed another
     # bucket, or padded a step that fits a captured size exactly must fail here, not pass on parity.
@@ -251,7 +252,7 @@ def test_a_replayed_step_leaves_its_rows_then_padding_in_the_recorded_buffers(ce
 
 
 @pytest.mark.parametrize("mode", MODES)
-@pytest.mark.spec("004.modes.full-whole-model")
+@pytest.mark.spec("004.modes.full-whole-model", "004.modes.none-no-capture")
 def test_the_ladder_is_captured_and_decodes_within_it_replay(cell, mode):
     seen = cell[mode]
     steps = 1 + len(DECODES) + 1  # the prefill, the decodes, the live-metadata decode
@@ -267,7 +268,7 @@ def test_the_ladder_is_captured_and_decodes_within_it_replay(cell, mode):
 
 
 @pytest.mark.parametrize("mode", [m for m in MODES if m != "NONE"])
-@pytest.mark.spec("004.modes.tr-hybrid-token-graphs")
+@pytest.mark.spec("004.modes.tr-hybrid-token-graphs", "004.modes.eager-regions-live")
 def test_token_graphs_run_the_attention_live_and_request_graphs_do_not(cell, mode):
     calls = cell[mode]["live"][1]
     live = [c for c in calls if c[1:] == (2, 5)]  # the live step's rows and span
