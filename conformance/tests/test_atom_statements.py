@@ -258,7 +258,7 @@ def _has_kernel(qualname: str, key: str) -> bool:
     return torch._C._dispatch_has_kernel_for_dispatch_key(qualname.replace(".", "::"), key)
 
 
-@pytest.mark.spec("004.customop.register", "004.customop.cuda-dispatch-key", "004.customop.splitting-op")
+@pytest.mark.spec("004.customop.register", "004.customop.cuda-dispatch-key", "004.customop.splitting-op", "004.customop.aiter-namespace")
 def test_a_registered_op_runs_mutates_traces_with_its_fake_and_splits(atom):
     name = atom.direct_register_custom_op("statements_scale_into", _scale_into, mutates_args=["out"], fake_impl=_scale_into_fake)
     namespace, _, op_name = name.partition(".")
@@ -437,7 +437,7 @@ def test_every_bucket_runs_a_warmup_forward_before_its_recording(probed, mode):
     assert per_size == {bs: [None, want] for bs in (4, 2, 1)}, "batch size -> tr_graph of each forward (warm-up, then recording)"
 
 
-@pytest.mark.spec("004.context.record-mode", "004.context.replay-mode")
+@pytest.mark.spec("004.context.record-mode", "004.context.replay-mode", "004.capture.inference-mode")
 def test_capture_records_with_tr_graph_record_and_a_replayed_step_sees_replay(probed):
     seen = probed["TR_HYBRID"]
     assert [e[0] for e in seen["log"] if e[0] is not None] == ["record"] * 3, "tr_graph of the recording passes"
