@@ -16,6 +16,10 @@ cache with two workers. Rows:
 Writes ``reports/bench/parallel_compile_ray.json`` (and ``.md``) with the wall times, the ratio of
 each Ray row to the local one (goal: Ray on one machine within 1.15x of the fork server for
 N = 32) and the load average around each run; on a shared machine read the figures with the load.
+With ``--repeat R`` the local row runs first in odd repetitions and after the one-machine Ray rows
+in even ones (the two-node row always last), so a drift of the machine's load does not favour one side, and each ratio is also
+given as its median over the repetitions, labelled busy when any load sample exceeded the core
+count. The quiet rerun: ``make bench BENCH=parallel_compile_ray REPEAT=3``.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks._measure import CPUS, load_now
+from benchmarks._measure import CPUS, is_busy, load_now, summary
 
 SIZES = (8, 32)
 ARGS = ["-O2", "--target", "trn2"]
@@ -114,7 +118,7 @@ def _two_nodes(staged: str, root: str) -> dict:
         shutil.rmtree(ray_tmp, ignore_errors=True)
 
 
-def measure(n: int) -> dict:
+def measure(n: int, local_last: bool = False) -> dict:
     import ray
 
     from reference.backends.capture import stage_graph
@@ -127,7 +131,9 @@ def measure(n: int) -> dict:
         staged = os.path.join(root, "staged")
         for k in range(n):
             stage_graph(_graph(float(k)), BuildContext(f"chain_{k}", config, settings), directory=staged)
-        row = {"graphs": n, "local": _compile(staged, root, "local", "local")}
+        row = {"graphs": n, "local_ran": "last" if local_last else "first"}
+        if not local_last:
+            row["local"] = _compile(staged, root, "local", "local")
         row["ray_on_demand"] = _compile(staged, root, "ray_on_demand", "ray")
         ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="WARNING")
         try:
@@ -135,7 +141,9 @@ def measure(n: int) -> dict:
             row["ray_started"] = _compile(staged, root, "ray_started", "ray")
         finally:
             ray.shutdown()
-        row["ray_two_nodes"] = _two_nodes(staged, root)
+        if local_last:
+            row["local"] = _compile(staged, root, "local", "local")
+        row["ray_two_nodes"] = _two_nodes(staged, root)  # last: its nodes are other processes to stop
     for name in ("ray_on_demand", "ray_started", "ray_two_nodes"):
         row[f"{name}_ratio"] = round(row[name]["wall_s"] / row["local"]["wall_s"], 2)
     return row
@@ -152,7 +160,7 @@ def run(out_dir: Path, repeat: int = 1) -> dict:
     saved = os.environ.get("RAY_AUTH_MODE")
     os.environ["RAY_AUTH_MODE"] = "disabled"
     try:
-        rows = [measure(n) for _ in range(repeat) for n in SIZES]
+        rows = [measure(n, local_last=rep % 2 == 1) for rep in range(repeat) for n in SIZES]
     finally:
         if saved is None:
             os.environ.pop("RAY_AUTH_MODE", None)
@@ -172,4 +180,17 @@ def run(out_dir: Path, repeat: int = 1) -> dict:
             f"{r['ray_started']['wall_s']} ({r['ray_started_ratio']}x) | {r['ray_two_nodes']['wall_s']} "
             f"({r['ray_two_nodes_ratio']}x) | {r['local']['load_before_after']} | {min(loads)}-{max(loads)} |"
         )
-    return {"rows": rows, "cpu_count": CPUS, "goal_ratio_n32": 1.15, "table": "\n".join(lines) + "\n"}
+    medians = {}
+    for n in SIZES:
+        mine = [r for r in rows if r["graphs"] == n]
+        loads = [x for r in mine for name in ("local", "ray_on_demand", "ray_started", "ray_two_nodes") for x in r[name]["load_before_after"]]
+        medians[n] = {name: summary([r[f"{name}_ratio"] for r in mine]) for name in ("ray_on_demand", "ray_started", "ray_two_nodes")}
+        medians[n]["busy"] = is_busy(loads)
+        medians[n]["load_range"] = [min(loads), max(loads)]
+    if repeat > 1:
+        lines += ["", "Median ratio over the repetitions (range):", "",
+                  "| graphs | Ray on demand | Ray started | Ray, 2 nodes | load range | machine |", "|---:|---:|---:|---:|---|---|"]
+        for n, m in medians.items():
+            cells = " | ".join(f"{m[k]['median']:.2f}x ({m[k]['min']:.2f}-{m[k]['max']:.2f})" for k in ("ray_on_demand", "ray_started", "ray_two_nodes"))
+            lines.append(f"| {n} | {cells} | {m['load_range'][0]}-{m['load_range'][1]} | {'busy' if m['busy'] else 'quiet'} |")
+    return {"rows": rows, "median_ratios": medians, "cpu_count": CPUS, "goal_ratio_n32": 1.15, "table": "\n".join(lines) + "\n"}

@@ -54,9 +54,10 @@ entry; nothing is half-published, since only the caller writes to its cache.
 
 Bad input fails fast: an address where nothing accepts a connection is an
 :class:`ExecutorUnavailableError` naming it within seconds (``ray.init`` alone retries for minutes),
-and before any graph is sent one probe task imports the project's package on a worker: a cluster
+and beside the first graphs one probe task imports the project's package on a worker: a cluster
 whose workers lack it (or a module it needs) is a :class:`WorkerEnvironmentError` naming the module
-and the node.
+and the node as soon as the probe answers (the tasks sent with it cannot even load their function
+there, so nothing is compiled or published).
 """
 
 from __future__ import annotations
@@ -87,9 +88,14 @@ from reference.pipeline import build, neff_cache, staged_context, staged_lowerin
 LOST_GRACE_S = 30.0
 #: How long the address check waits for a TCP connection to the cluster (seconds).
 CONNECT_CHECK_S = 5.0
-#: How long the worker probe may wait for a CPU before the run goes on without it (seconds).
+#: How long the worker probe may go unanswered before the run drops it (seconds).
 PROBE_WAIT_S = 60.0
 _POLL_S = 0.5
+#: How often the run checks the cluster's health (the head's port, the live CPUs, tasks that never
+#: reported their start; seconds). Each check is a few calls to the head, so checking on every
+#: message would cost the caller and the head CPU the compiles need, for a verdict that waits
+#: ``lost_after_s`` (30 s) anyway.
+_CHECK_S = 1.0
 
 
 class ExecutorUnavailableError(NeuronBackendError):
@@ -282,12 +288,13 @@ def _gcs_target(ray) -> tuple[str, int] | None:
 # --- the probe -------------------------------------------------------------------------------------
 
 
-def probe_workers(ray, wait_s: float = PROBE_WAIT_S) -> None:
-    """Run one small task that imports what a compile task imports, on a worker holding a CPU as a
-    compile task does. Raises :class:`WorkerEnvironmentError` naming the module a worker lacks.
-    The probe's function travels by value (it is defined inside this function), so it runs even
-    where the project's package is missing. A cluster that gives the probe no CPU within
-    ``wait_s`` is left to the run's own lost-cluster check."""
+def send_probe(ray):
+    """Send one small task that imports what a compile task imports, on a worker holding a CPU as a
+    compile task does; its reference, for :func:`read_probe`. The probe's function travels by value
+    (it is defined inside this function), so it runs even where the project's package is missing.
+    It is sent beside the first graphs, not before them: on a Ray started for the run its worker's
+    import (torch and the compiler stack, seconds) overlaps the other workers' own, and that
+    worker takes the next graph already warm."""
 
     def probe() -> tuple:
         import importlib
@@ -299,14 +306,16 @@ def probe_workers(ray, wait_s: float = PROBE_WAIT_S) -> None:
             return ("missing", getattr(exc, "name", None) or "reference", f"{type(exc).__name__}: {exc}", _socket.gethostname())
         return ("ok", None, None, _socket.gethostname())
 
-    ref = ray.remote(num_cpus=1, max_retries=1)(probe).remote()
-    ready, _ = ray.wait([ref], timeout=wait_s)
-    if not ready:
-        _bounded(lambda: ray.cancel(ref, force=True), 5.0)
-        return
+    return ray.remote(num_cpus=1, max_retries=1)(probe).remote()
+
+
+def read_probe(ray, ref) -> None:
+    """Raise :class:`WorkerEnvironmentError` naming the module when the finished probe ``ref``
+    found a worker without it. A system failure of the probe itself says nothing about the
+    package: the run meets and names such a failure per graph."""
     try:
         status, module, detail, host = ray.get(ref)
-    except Exception:  # a system failure of the probe itself: the run meets and names it per graph
+    except Exception:
         return
     if status == "missing":
         raise WorkerEnvironmentError(module, host, detail)
@@ -395,6 +404,11 @@ class _Run:
         self.lost_since: float | None = None
         self.head_down_since: float | None = None
         self.unheard_since: float | None = None
+        self.probe = None  # the probe's reference while it has not answered
+        self.probe_sent = 0.0
+        self.head_up = True
+        self.next_check = 0.0
+        self.cpus = 1
 
     # --- bookkeeping
     def finish(self, i: int, outcome: ChildOutcome) -> None:
@@ -419,14 +433,18 @@ class _Run:
         self.remote = self.ray.remote(num_cpus=1, max_retries=0, retry_exceptions=False, num_returns="streaming")(_build_in_task)
         self.gcs = _gcs_target(self.ray)
         pending = [i for i in range(len(self.work)) if not self.answered_by_cache(i)]
-        if pending:  # before any graph is sent: a worker that lacks the package fails the run at once
-            probe_workers(self.ray)
         try:
+            if pending:  # beside the first graphs: a worker that lacks the package ends the run as soon as it answers
+                self.probe, self.probe_sent = send_probe(self.ray), time.monotonic()
             while pending or self.running:
                 now = time.monotonic()
-                # while the head does not answer, no call that needs it (and could wait on it)
-                head_up = self.check_cluster(now)
-                room = max(1, int(self.ray.cluster_resources().get("CPU", 1))) - len(self.running) if head_up else 0
+                if now >= self.next_check:
+                    # while the head does not answer, no call that needs it (and could wait on it):
+                    # the CPU count is read right after the head answered, never between checks
+                    self.head_up, self.next_check = self.check_cluster(now), now + _CHECK_S
+                    if self.head_up and pending:
+                        self.cpus = max(1, int(self.ray.cluster_resources().get("CPU", 1)))
+                room = self.room() if self.head_up and pending else 0
                 for i in list(pending):
                     if self.outcomes[i] is not None:
                         pending.remove(i)
@@ -439,19 +457,50 @@ class _Run:
                         self.submit(i)
                         pending.remove(i)
                         room -= 1
-                if not self.running:
+                waited = list(self.running) + ([self.probe] if self.probe is not None else [])
+                if not waited:
                     time.sleep(_POLL_S)
                     continue
-                ready, _ = self.ray.wait(list(self.running), num_returns=1, timeout=_POLL_S)
+                ready, _ = self.ray.wait(waited, num_returns=1, timeout=_POLL_S)
                 for gen in ready:
+                    if gen is self.probe:
+                        self.settle_probe()
+                        continue
                     again = self.receive(gen)
                     if again is not None:
                         pending.insert(0, again)
                 self.check_timeouts(time.monotonic())
+                self.check_probe(time.monotonic())
         except BaseException:
             self.give_up()
             raise
         return [o for o in self.outcomes if o is not None]
+
+    def room(self) -> int:
+        """How many more tasks to send now: the cluster's CPUs (as the last check read them) less the
+        tasks in flight (the probe among them), so that a task starts about when it is sent."""
+        return self.cpus - len(self.running) - (self.probe is not None)
+
+    def settle_probe(self, wait_s: float = 0.0) -> None:
+        """Read the probe once it has answered (waiting up to ``wait_s`` for it): a worker without
+        the project's package raises :class:`WorkerEnvironmentError`, which ends the run (its
+        tasks cancelled, its claims released)."""
+        ref = self.probe
+        if ref is None:
+            return
+        if wait_s > 0:
+            ready, _ = self.ray.wait([ref], timeout=wait_s)
+            if not ready:
+                return
+        self.probe = None
+        read_probe(self.ray, ref)
+
+    def check_probe(self, now: float) -> None:
+        """A probe that got no CPU within :data:`PROBE_WAIT_S` is dropped: the run's own checks
+        meet whatever keeps it waiting."""
+        if self.probe is not None and now - self.probe_sent >= PROBE_WAIT_S:
+            ref, self.probe = self.probe, None
+            _bounded(lambda: self.ray.cancel(ref, force=True), 5.0)
 
     def answered_by_cache(self, i: int) -> bool:
         """A key already published is a hit without a task; one in its failure cool-down fails."""
@@ -527,6 +576,10 @@ class _Run:
 
     def failed_attempt(self, i: int, exc: BaseException, wall_s: float) -> int | None:
         verdict, error_type, why = classify_failure(exc, self.rx)
+        if error_type == "WorkerEnvironmentError" and self.probe is not None:
+            # a task met a missing module before the probe answered: the probe's verdict (the
+            # module and the node) ends the run when the whole cluster lacks the package
+            self.settle_probe(max(0.0, PROBE_WAIT_S - (time.monotonic() - self.probe_sent)))
         if verdict == LOST:
             raise ClusterLostError(f"{error_type}: {why}", self.not_compiled(), self.published) from exc
         seen = self.attempts.setdefault(i, [])
