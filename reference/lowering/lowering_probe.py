@@ -41,7 +41,7 @@ import torch
 from reference.cache.key import tool_versions
 from reference.core.atomic import write_atomic
 from reference.core.errors import LoweringError
-from reference.core.torch_compat import OpOverload, OpOverloadPacket, pytree
+from reference.core.torch_compat import OpOverload, OpOverloadPacket, get_decompositions, pytree
 
 log = logging.getLogger(__name__)
 
@@ -231,9 +231,7 @@ def decisions_folder(hlo_folder: str) -> str:
 
 
 def _torch_decomposition(op: OpOverload) -> Callable | None:
-    from torch._decomp import decomposition_table
-
-    return decomposition_table.get(op)
+    return get_decompositions([op]).get(op)
 
 
 def learned_decompositions(decisions: Decisions = DECISIONS) -> dict:
