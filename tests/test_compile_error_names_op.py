@@ -88,6 +88,7 @@ def test_text_served_from_the_hlo_cache_still_names_the_op(without_topk_decompos
     assert ops == ["aten.topk.default", "aten.topk.default"]
 
 
+@pytest.mark.slow
 def test_the_backend_breaks_the_graph_at_the_rejected_op_and_matches_eager(without_topk_decomposition, tmp_path):
     from torch._dynamo.utils import counters
 

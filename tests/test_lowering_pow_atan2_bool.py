@@ -48,6 +48,12 @@ CASES = {
     "add-bool": (torch.add, (B, C)),
     "add-bool-0d": (torch.add, (torch.tensor(True), torch.tensor(True))),
     "add-bool-int64": (torch.add, (B, torch.tensor([3, 4, 5, 6]))),
+    # clamp_min / clamp_max of bools by bool tensors are or / and (a signed 1-bit compare took True for -1)
+    "clamp_min-bool": (torch.clamp_min, (B, torch.tensor(True))),
+    "clamp_max-bool": (torch.clamp_max, (B, C)),
+    # shifts of operands of two shapes (torch-mlir's lowering of them aborted the process)
+    "left_shift-broadcast": (torch.bitwise_left_shift, (torch.tensor([[1], [3]]), torch.tensor([[0, 1, 2], [3, 4, 63]]))),
+    "right_shift-broadcast": (torch.bitwise_right_shift, (torch.tensor([[-64], [96]]), torch.tensor([1, 2, 5]))),
 }
 
 

@@ -245,6 +245,28 @@ def broadcast_first(op):
     return decomposition
 
 
+def _bool_operands(*values) -> bool:
+    return all(v is None or (isinstance(v, torch.Tensor) and v.dtype == torch.bool) for v in values)
+
+
+@_then_the_table
+def bool_clamp_min(x, bound):
+    """``clamp_min`` of bools by a bool tensor is their logical or. Lowered as is, the comparison
+    took the 1-bit integers as signed (True is -1): ``clamp_min(True, True)`` read False."""
+    if not isinstance(x, torch.Tensor) or not _bool_operands(x, bound):
+        return NotImplemented
+    return torch.logical_or(x, bound)
+
+
+@_then_the_table
+def bool_clamp_max(x, bound):
+    """``clamp_max`` of bools by a bool tensor: their logical and (the signed-compare fault above).
+    Both hand every other call to the table's own decomposition (torch's core table has one)."""
+    if not isinstance(x, torch.Tensor) or not _bool_operands(x, bound):
+        return NotImplemented
+    return torch.logical_and(x, bound)
+
+
 def bool_add(x: torch.Tensor, other, *, alpha=1):
     """``add`` of two bool tensors is their logical or (eager's ``True + True`` is ``True``); lowered
     as an addition of 1-bit integers it wrapped to ``False``. Any other dtype keeps the op."""
@@ -513,6 +535,8 @@ def extra_decompositions() -> dict:
         aten.cumsum.default: accumulating_in_float32(aten.cumsum.default, then=scalar_scan),
         aten._scaled_dot_product_flash_attention_for_cpu_backward.default: flash_attention_backward,
         aten.convolution_backward.default: convolution_backward,
+        aten.clamp_min.Tensor: bool_clamp_min,
+        aten.clamp_max.Tensor: bool_clamp_max,
         aten.bitwise_left_shift.Tensor: broadcast_first(aten.bitwise_left_shift.Tensor),
         aten.bitwise_right_shift.Tensor: broadcast_first(aten.bitwise_right_shift.Tensor),
     }

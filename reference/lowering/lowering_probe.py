@@ -355,7 +355,7 @@ def failing_nodes(aten_gm: torch.fx.GraphModule, exc: BaseException, table: dict
         return [(n, why) for n in named if isinstance(n.target, OpOverload)]
     found = []
     for node in by_name.values():
-        if not isinstance(node.target, OpOverload) or node.target.namespace != "aten":
+        if not isinstance(node.target, OpOverload) or node.target.namespace not in ("aten", "prims"):
             continue
         DECISIONS.probes += 1
         args, kwargs = node_values(node)
