@@ -333,15 +333,60 @@ def _first_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text.splitlines()[0][:160]}" if text else type(exc).__name__
 
 
+def _real(value: Any, g: torch.Generator) -> Any:
+    """A real tensor shaped like the fake ``value``: small values (int64 ones stay small and
+    non-negative, usable as indices along a dimension of 3 or more)."""
+    if isinstance(value, torch.Tensor):
+        shape = tuple(int(s) for s in value.shape)
+        if value.dtype == torch.bool:
+            return torch.randint(0, 2, shape, generator=g).bool()
+        if value.dtype.is_floating_point:
+            return torch.randn(shape, generator=g).to(value.dtype)
+        return torch.randint(0, 3, shape, generator=g).to(value.dtype)
+    if isinstance(value, (list, tuple)):
+        return type(value)(_real(v, g) for v in value)
+    return value
+
+
 def probe_decomposition(node: torch.fx.Node, table: dict) -> bool:
-    """Whether the ATen ``node``'s op has a torch decomposition under which the call lowers."""
+    """Whether the ATen ``node``'s op has a torch decomposition under which the call lowers,
+    compiles, runs and matches eager (on seeded values shaped like the call's): a decomposition
+    that lowers but computes otherwise once compiled (``logcumsumexp``'s read inf) is not taken.
+    A call that cannot be checked that way (eager rejects the values, operands in a list) is not
+    decomposed either."""
+    from reference.lowering.optable import Prober, Sample
+
     op = node.target
     fn = _torch_decomposition(op) if isinstance(op, OpOverload) else None
     if fn is None:
         return False
     DECISIONS.probes += 1
     args, kwargs = node_values(node)
-    return lowers_alone(op, args, kwargs, {**table, op: fn}, name=str(op)) is None
+    decomps = {**table, op: fn}
+    if lowers_alone(op, args, kwargs, decomps, name=str(op)) is not None:
+        return False
+    if any(isinstance(v, (list, tuple)) and any(isinstance(t, torch.Tensor) for t in v) for v in [*args, *kwargs.values()]):
+        return False
+    try:
+        real = _real(list(args), torch.Generator().manual_seed(0))
+        real_kwargs = {k: _real(v, torch.Generator().manual_seed(1)) for k, v in kwargs.items()}
+        positions = [i for i, a in enumerate(real) if isinstance(a, torch.Tensor)]
+
+        def call(*tensors):
+            values = list(real)
+            for i, t in zip(positions, tensors):
+                values[i] = t
+            return op(*values, **real_kwargs)
+
+        expected = call(*[real[i] for i in positions])
+        prober = Prober()
+        prober.decomps = decomps
+        problem = prober.compile_and_run([Sample(f"decomposed_{op._opname}", call, tuple(real[i] for i in positions),
+                                                 tuple(pytree.tree_leaves(expected)))])[0]
+    except Exception as exc:  # noqa: BLE001 - a call that cannot be checked is not decomposed
+        log.debug("lowering probe: the decomposition of %s could not be checked: %s", op, exc)
+        return False
+    return problem is None
 
 
 def failing_nodes(aten_gm: torch.fx.GraphModule, exc: BaseException, table: dict) -> list[tuple[torch.fx.Node, str]]:
