@@ -11,6 +11,10 @@ rules, for the function form (``torch.sort(x)``) and the method form (``x.sort()
 - every op in the checked-in op table: always. Those are the ops that, called alone on a small
   input, do not lower, compile, run and match eager with the installed tools
   (:mod:`reference.lowering.optable` generates the table; this module only reads it);
+- a call that failed to lower or compile before, with values of the same key (its op, the dtype
+  and rank class of each tensor, its constants): learned from the failure
+  (:mod:`reference.backends.lowering_fallback`), for torch functions, tensor methods and operators
+  (``1 / x``) alike; the diagnostic names the ATen op and what stopped it;
 - every op of another namespace (``torch.ops.<namespace>.<op>``: custom ops registered with
   ``torch.library`` by a library or the user) that does not lower: no lowering of the backend's
   own and no decomposition to ops that lower (:mod:`reference.lowering.op_decisions` decides, once
