@@ -31,6 +31,7 @@ import hashlib
 import json
 import logging
 import os
+import pickle
 import re
 import threading
 from dataclasses import asdict, dataclass
@@ -328,6 +329,34 @@ def lowers_alone(fn: Callable, args: Sequence[Any], kwargs: dict[str, Any], tabl
     return None
 
 
+def isolated(fn: Callable[[], Any], *, died: Callable[[int], Any]) -> Any:
+    """``fn()`` run in a forked child, its (picklable) result sent back; ``died(status)`` when the
+    child ends without one. A probe lowers and compiles graphs that failed once: torch-mlir has
+    been seen to end the process on some of them (a segmentation fault, LLVM's fatal error on
+    ``shift_left``), and a probe must not take the user's process with it."""
+    if not hasattr(os, "fork"):
+        return fn()
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: compute, send, leave without running the parent's exit handlers
+        code = 1
+        try:
+            os.close(read)
+            data = pickle.dumps(fn())
+            with os.fdopen(write, "wb") as out:
+                out.write(data)
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(write)
+    with os.fdopen(read, "rb") as inp:
+        data = inp.read()
+    _, status = os.waitpid(pid, 0)
+    if status != 0 or not data:
+        return died(status)
+    return pickle.loads(data)
+
+
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return f"{type(exc).__name__}: {text.splitlines()[0][:160]}" if text else type(exc).__name__
@@ -353,15 +382,19 @@ def probe_decomposition(node: torch.fx.Node, table: dict) -> bool:
     compiles, runs and matches eager (on seeded values shaped like the call's): a decomposition
     that lowers but computes otherwise once compiled (``logcumsumexp``'s read inf) is not taken.
     A call that cannot be checked that way (eager rejects the values, operands in a list) is not
-    decomposed either."""
-    from reference.lowering.optable import Prober, Sample
-
+    decomposed either. Probed in a child process (:func:`isolated`)."""
     op = node.target
     fn = _torch_decomposition(op) if isinstance(op, OpOverload) else None
     if fn is None:
         return False
     DECISIONS.probes += 1
     args, kwargs = node_values(node)
+    return bool(isolated(lambda: _decomposition_holds(op, fn, args, kwargs, table), died=lambda _status: False))
+
+
+def _decomposition_holds(op: OpOverload, fn: Callable, args: list, kwargs: dict, table: dict) -> bool:
+    from reference.lowering.optable import Prober, Sample
+
     decomps = {**table, op: fn}
     if lowers_alone(op, args, kwargs, decomps, name=str(op)) is not None:
         return False
@@ -404,7 +437,8 @@ def failing_nodes(aten_gm: torch.fx.GraphModule, exc: BaseException, table: dict
             continue
         DECISIONS.probes += 1
         args, kwargs = node_values(node)
-        problem = lowers_alone(node.target, args, kwargs, table, name=node.name)
+        problem = isolated(lambda: lowers_alone(node.target, args, kwargs, table, name=node.name),
+                           died=lambda status: f"lowering it alone ended the process (wait status {status})")
         if problem is not None:
             found.append((node, problem))
     return found
