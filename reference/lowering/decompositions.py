@@ -267,22 +267,6 @@ def bool_clamp_max(x, bound):
     return torch.logical_and(x, bound)
 
 
-def bool_as_bytes(op):
-    """``max`` / ``min`` over a dimension of a bool tensor, computed on its bytes (0 and 1): lowered
-    as is, the compare took the 1-bit integers as signed (True is -1), so the indices picked the
-    other value (the op lane's ``max.reduction_with_dim`` / ``min.reduction_with_dim`` bool rows).
-    Any other dtype keeps the op (or the table's decomposition)."""
-
-    @_then_the_table
-    def decomposition(x, dim, keepdim=False):
-        if not isinstance(x, torch.Tensor) or x.dtype != torch.bool:
-            return NotImplemented
-        values, indices = op(x.to(torch.uint8), dim, keepdim)
-        return values.to(torch.bool), indices
-
-    return decomposition
-
-
 def bool_add(x: torch.Tensor, other, *, alpha=1):
     """``add`` of two bool tensors is their logical or (eager's ``True + True`` is ``True``); lowered
     as an addition of 1-bit integers it wrapped to ``False``. Any other dtype keeps the op."""
@@ -551,8 +535,6 @@ def extra_decompositions() -> dict:
         aten.cumsum.default: accumulating_in_float32(aten.cumsum.default, then=scalar_scan),
         aten._scaled_dot_product_flash_attention_for_cpu_backward.default: flash_attention_backward,
         aten.convolution_backward.default: convolution_backward,
-        aten.max.dim: bool_as_bytes(aten.max.dim),
-        aten.min.dim: bool_as_bytes(aten.min.dim),
         aten.clamp_min.Tensor: bool_clamp_min,
         aten.clamp_max.Tensor: bool_clamp_max,
         aten.bitwise_left_shift.Tensor: broadcast_first(aten.bitwise_left_shift.Tensor),
