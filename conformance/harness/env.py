@@ -22,6 +22,8 @@ The suite's own variables (``CONFORMANCE_*``):
 ``CONFORMANCE_MODELS``                     ``all``: the model lane runs every model and part
 ``CONFORMANCE_OPS``                        ``all``: the op lane runs every OpInfo entry and dtype
                                            (else its sample); a comma list of dtypes limits it
+``CONFORMANCE_OPS_PART``                   ``K/N``: of the rows selected, only part ``K`` of ``N``
+                                           (by a hash of the row; ``make ops-drift-part``)
 ``CONFORMANCE_OPS_EDGES``                  ``1``: the op lane's edge variant runs too (each row's
                                            samples again, at the edges of its dtype)
 ``CONFORMANCE_TORCHRUN_NPROC``             ranks per host of the torchrun test (2)
@@ -49,6 +51,7 @@ HYPOTHESIS_PROFILE = "CONFORMANCE_HYPOTHESIS_PROFILE"
 MODELS = "CONFORMANCE_MODELS"
 OPS = "CONFORMANCE_OPS"
 OPS_EDGES = "CONFORMANCE_OPS_EDGES"
+OPS_PART = "CONFORMANCE_OPS_PART"
 TORCHRUN_NPROC = "CONFORMANCE_TORCHRUN_NPROC"
 RANK_THREADS = "CONFORMANCE_RANK_THREADS"
 
@@ -126,6 +129,23 @@ def ops_selection() -> tuple[bool, tuple[str, ...]]:
     ``all,float32`` every float32 row; unset, the op lane's sample."""
     words = [w.strip().lower() for w in (_text(OPS) or "").split(",") if w.strip()]
     return "all" in words, tuple(w for w in words if w != "all")
+
+
+def ops_part(environ: Mapping[str, str] | None = None) -> tuple[int, int] | None:
+    """``CONFORMANCE_OPS_PART=K/N``: the op lane runs part ``K`` (0 to N-1) of ``N`` of its rows;
+    unset, every row it selects. Another value raises :class:`EnvironmentVariableError`."""
+    raw = _text(OPS_PART, environ)
+    if raw is None:
+        return None
+    k, _, n = raw.partition("/")
+    try:
+        part, parts = int(k), int(n)
+    except ValueError:
+        part, parts = -1, 0
+    if parts < 1 or not 0 <= part < parts:
+        raise EnvironmentVariableError(f"environment variable {OPS_PART}={raw!r}: expected K/N, two whole numbers with "
+                                       "0 <= K < N (part K of N of the op lane's rows), or unset for every row")
+    return part, parts
 
 
 def ops_edges() -> bool:

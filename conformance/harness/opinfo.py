@@ -536,6 +536,13 @@ def run_op(impl: Implementation, opinfo: Any, dtype_name: str, *, limit: int = M
     return row
 
 
+def in_part(entry: str, dtype: str, part: tuple[int, int]) -> bool:
+    """Whether the row is in part ``K`` of ``(K, N)``: the parts split the rows by a hash of the
+    row, so the ``N`` parts together hold every row once."""
+    k, n = part
+    return seed_for(entry, dtype) % n == k
+
+
 def iter_rows(names: Sequence[str] | None = None) -> Iterator[tuple[str, str]]:
     """Every (entry, dtype) row the lane runs: each entry's CPU dtypes of :data:`DTYPES`."""
     table = entries()

@@ -9,6 +9,7 @@ and ``.json``.
     python -m conformance.reporting.ops_table --docs --base docs/support/<impl>-ops.json   # a run of some
                                                                        # dtypes completes the checked-in table
     python -m conformance.reporting.ops_table [--spec SPEC] --check    # a fresh full run against the copy
+    python -m conformance.reporting.ops_table [--spec SPEC] --check --part day/7   # the day's seventh of it
     python -m conformance.reporting.ops_table --compare BEFORE.json AFTER.json   # two runs, row by row
 
 The table lists the rows a team acts on first (wrong, error, fell back), then graph breaks, skips,
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import datetime
 import json
 import os
 import re
@@ -33,7 +35,8 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from conformance.harness.implementation import Implementation
-from conformance.harness.opinfo import DTYPES, MAX_SAMPLES, VERDICTS, Verdict
+from conformance.harness.env import OPS_PART, ops_part
+from conformance.harness.opinfo import DTYPES, MAX_SAMPLES, VERDICTS, Verdict, in_part
 from conformance.reporting import ops_edges
 
 VERDICT_DIR = "op-verdicts"
@@ -260,8 +263,10 @@ def drift(checked_in: dict[str, Any], fresh: dict[str, Any]) -> list[str]:
     return out
 
 
-def check(impl: str, spec: str, jobs: str) -> int:
-    """Run the whole lane against ``spec`` as another machine would and compare with the copy."""
+def check(impl: str, spec: str, jobs: str, part: tuple[int, int] | None = None) -> int:
+    """Run the whole lane against ``spec`` as another machine would and compare with the copy;
+    ``part`` ``(K, N)``: only part K of N of the rows (:func:`~conformance.harness.opinfo.in_part`),
+    compared with the same part of the copy."""
     path = DOCS / f"{impl}-ops.json"
     if not path.is_file():
         print(f"ops-drift: no checked-in table {path}; run `make ops-docs` first")
@@ -272,6 +277,8 @@ def check(impl: str, spec: str, jobs: str) -> int:
         (home / "cache").mkdir()
         env = {**os.environ, "CONFORMANCE_OPS": "all", "NEURON_REFERENCE_HOST_IDENTITY": "x86_64:ops-drift check, another CPU model",
                "TMPDIR": str(home / "tmp"), "XDG_CACHE_HOME": str(home / "cache")}
+        if part is not None:
+            env[OPS_PART] = f"{part[0]}/{part[1]}"
         cmd = [sys.executable, "-m", "pytest", "conformance/tests/test_ops.py", "--conformance-impl", spec,
                "--conformance-report-dir", scratch, "--conformance-lane", "ops", "-q", "-p", "no:cacheprovider",
                "-o", "addopts=", "-n", jobs]
@@ -281,11 +288,28 @@ def check(impl: str, spec: str, jobs: str) -> int:
         except OpsTableError as exc:
             print(f"ops-drift: {exc}\n{proc.stdout[-3000:]}{proc.stderr[-3000:]}")
             return 1
-    lines = drift(json.loads(path.read_text(encoding="utf-8")), fresh)
+    checked_in = json.loads(path.read_text(encoding="utf-8"))
+    what = "every row"
+    if part is not None:
+        checked_in = {**checked_in, "rows": [r for r in checked_in["rows"] if in_part(r["entry"], r["dtype"], part)]}
+        what = f"part {part[0]} of {part[1]} ({len(checked_in['rows'])} rows)"
+    lines = drift(checked_in, fresh)
     for line in lines:
         print(f"ops-drift: {line}")
-    print(f"ops-drift: {impl}: {len(lines)} row(s) differ from {path.relative_to(_ROOT)}")
+    print(f"ops-drift: {impl}, {what}: {len(lines)} row(s) differ from {path.relative_to(_ROOT)}")
     return 1 if lines else 0
+
+
+def _part(text: str, today: datetime.date | None = None) -> tuple[int, int]:
+    """``K/N``, or ``day/N``: the part of the day (days since 1970 modulo N, UTC), so that runs on
+    N consecutive days check every row."""
+    k, _, n = text.partition("/")
+    if k == "day" and n.isdigit() and int(n) >= 1:
+        day = today or datetime.datetime.now(datetime.timezone.utc).date()
+        return (day - datetime.date(1970, 1, 1)).days % int(n), int(n)
+    part = ops_part({OPS_PART: text})
+    assert part is not None
+    return part
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -300,6 +324,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="run the whole lane fresh and compare with the copy")
     parser.add_argument("--compare", nargs=2, type=Path, metavar=("BEFORE", "AFTER"),
                         help="compare two ops.json (two runs, or the checked-in copy and a run) and stop")
+    parser.add_argument("--part", default=None, metavar="K/N",
+                        help="with --check: only part K of N of the rows (N parts hold every row once); "
+                             "'day/N': the part of today's date (UTC), so N days of runs cover every row")
     parser.add_argument("-n", "--jobs", default="2")
     args = parser.parse_args(argv)
     if args.compare:
@@ -319,7 +346,7 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(report_dir / f"{VERDICT_DIR}-{ops_edges.VARIANT}", ignore_errors=True)
         return 0
     if args.check:
-        return check(impl, spec, args.jobs)
+        return check(impl, spec, args.jobs, part=_part(args.part) if args.part else None)
     table = write(report_dir, impl, docs=args.docs, partial=args.partial, base=args.base)
     print(f"ops-table: {impl}: {table['entries']} entries, {len(table['rows'])} rows, "
           + ", ".join(f"{v} {n}" for v, n in table["counts"].items()) + f"; {report_dir}/ops.md")

@@ -196,3 +196,38 @@ def test_greedy_generate_with_the_compiled_model_gives_eagers_tokens(lane, model
 @pytest.mark.parametrize("model", _params({"decoder"}, "bfloat16"))
 def test_decoder_in_bfloat16_matches_eager_within_the_stated_tolerance(lane, model):
     _decode_part(lane, model, "bfloat16", torch.bfloat16, **BF16_TOLERANCE)
+
+
+#: Models of the suite's own (``neuron_fixtures/models.py``) with one op that a stack built on
+#: torch-mlir and IREE cannot take, and the ATen op it is: IREE's CPU compiler rejects the grouped,
+#: dilated, strided convolution of the depthwise network; torch-mlir has no lowering for
+#: antialiased bilinear interpolation. An implementation that cannot compile the op must run it
+#: outside its compiled graph, by a break that names it, and still match eager.
+SPLIT_MODELS = {
+    "depthwise_vision": ("DepthwiseVisionNet", "aten.convolution"),
+    "antialiased_pool": ("AntialiasedPoolNet", "aten._upsample_bilinear2d_aa"),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model", sorted(SPLIT_MODELS))
+def test_a_model_with_an_op_the_stack_cannot_compile_matches_eager_and_names_the_op(lane, model):
+    from neuron_fixtures import models as fixtures
+
+    run = lane(model, "forward")
+    cls, op = SPLIT_MODELS[model]
+    net = fixtures.init_deterministic(getattr(fixtures, cls)(), seed=3)
+    pixels = torch.randn(2, 3, 16, 16, generator=torch.Generator().manual_seed(1))
+    ok = False
+    try:
+        with torch.no_grad():
+            want = net(pixels)
+            got = run.compile(net)(pixels)
+        run.compare(got, want, "logits")
+        ok = True
+    finally:
+        run.record(ok)
+    assert run.impl.backend().graph_count() >= 1, "nothing was compiled"
+    # an implementation that compiles the op has no break to show; one that broke the graph broke it there
+    breaks = run.breaks()
+    assert not breaks or any(b.startswith(op) for b in breaks), f"{model}: the graph broke at {breaks}, not at {op}"

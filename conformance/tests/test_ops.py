@@ -35,7 +35,7 @@ from pathlib import Path
 import pytest
 
 from conformance.harness import opinfo
-from conformance.harness.env import ops_selection
+from conformance.harness.env import ops_part, ops_selection
 from conformance.harness.implementation import Implementation, NotSupported
 from conformance.harness.outcomes import FellBack
 from conformance.plugin import SUITE
@@ -58,6 +58,9 @@ def _selected(impl: Implementation) -> list[tuple[str, str]]:
     rows = list(opinfo.iter_rows())
     if dtypes:
         rows = [r for r in rows if r[1] in dtypes]
+    part = ops_part()
+    if part is not None:  # CONFORMANCE_OPS_PART=K/N: one part of them (make ops-drift-part)
+        rows = [r for r in rows if opinfo.in_part(*r, part)]
     if every:
         return rows
     covered = ops_table.covered_rows(impl)

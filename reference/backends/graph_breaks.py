@@ -11,6 +11,10 @@ rules, for the function form (``torch.sort(x)``) and the method form (``x.sort()
 - every op in the checked-in op table: always. Those are the ops that, called alone on a small
   input, do not lower, compile, run and match eager with the installed tools
   (:mod:`reference.lowering.optable` generates the table; this module only reads it);
+- a call that failed to lower or compile before, with values of the same key (its op, the dtype
+  and rank class of each tensor, its constants): learned from the failure
+  (:mod:`reference.backends.lowering_fallback`), for torch functions, tensor methods and operators
+  (``1 / x``) alike; the diagnostic names the ATen op and what stopped it;
 - every op of another namespace (``torch.ops.<namespace>.<op>``: custom ops registered with
   ``torch.library`` by a library or the user) that does not lower: no lowering of the backend's
   own and no decomposition to ops that lower (:mod:`reference.lowering.op_decisions` decides, once
@@ -41,12 +45,15 @@ from typing import Any, Callable
 import torch
 
 from reference.core import torch_compat
-from reference.core.errors import BackendOptionError
+from reference.backends import lowering_fallback
+from reference.core.build_settings import CacheRoots
+from reference.core.errors import BackendOptionError, NEFFCompilationError
 from reference.core.torch_compat import (
     DYNAMO_HOOKS, OpOverload, OpOverloadPacket, RetraceRequest, graph_break, python_value, trace_attempt,
     resolve_packet_overload, traced_backends,
 )
 from reference.fx_passes.backend_config_pass import inlined_implementation
+from reference.lowering.lowering_probe import DECISIONS as LEARNED
 from reference.lowering.op_decisions import CORE_NAMESPACES, DECISIONS, namespace_of
 from reference.lowering.optable import break_ops
 
@@ -169,14 +176,23 @@ def forces_graph_breaks(backend: Callable) -> Callable:
 
     @functools.wraps(backend)
     def opted_in(gm: torch.fx.GraphModule, example_inputs: list, **kwargs: Any):
-        if DYNAMO_HOOKS.installed() or install():
+        hooked = DYNAMO_HOOKS.installed() or install()
+        if hooked:
+            _load_learned()
             decision = breaking_call(gm)
             if decision is not None and trace_attempt() == 0:
                 raise RetraceRequest(
                     f"the graph holds {decision.op}, which the neuron backend breaks on: traced before its "
                     "graph-break hooks were installed"
                 )
-        return backend(gm, example_inputs, **kwargs)
+        try:
+            return backend(gm, example_inputs, **kwargs)
+        except NEFFCompilationError as exc:
+            # A call that does not lower or compile: learn which (decompose it, or break the graph
+            # at it) and trace the frame again; a failure with nothing new to learn stands.
+            if hooked and trace_attempt() is not None and lowering_fallback.learn(gm, exc):
+                raise RetraceRequest(f"a call of the graph does not lower: {str(exc).splitlines()[0][:200]}") from exc
+            raise
 
     _OPTED_IN.add(opted_in)
     return opted_in
@@ -255,12 +271,46 @@ def _decision(target: Any, name: str, values: list, kwargs: dict) -> BreakDecisi
     return decide(name, values, kwargs)
 
 
-def _check(tx, target: Any, args: list, kwargs: dict) -> None:
-    """The hooks' body: a call of ``target`` with Dynamo's ``args`` while ``tx`` traces."""
-    ruled = _ruled(target)
-    if ruled is None or not _backend_opted_in(tx):
+def _load_learned() -> None:
+    """The lowering decisions kept beside the HLO cache (read once per folder and process)."""
+    try:
+        roots = CacheRoots.from_env()
+    except Exception:  # noqa: BLE001 - a bad setting is the compile request's to report, not this read's
         return
-    decision = _decision(target, ruled[0], [python_value(a) for a in args], {k: python_value(v) for k, v in kwargs.items()})
+    lowering_fallback.load_decisions(roots)
+
+
+def _form(target: Any) -> str:
+    """How a diagnostic names a call of ``target``."""
+    if isinstance(target, str):
+        return f"Tensor.{target}()"
+    if isinstance(target, (OpOverload, OpOverloadPacket)):
+        return f"torch.ops.{target}()"
+    name = getattr(target, "__name__", None) or type(target).__name__
+    module = getattr(target, "__module__", "") or ""
+    return f"{'operator' if module in ('_operator', 'operator') else 'torch'}.{name}()"
+
+
+def _learned(target: Any, values: list, kwargs: dict) -> BreakDecision | None:
+    """A break the backend learned for this call (:mod:`reference.backends.lowering_fallback`)."""
+    made = LEARNED.break_for(target, values, kwargs)
+    return None if made is None else BreakDecision(made.op, made.reason)
+
+
+def _check(tx, target: Any, args: list, kwargs: dict, *, rules: bool = True) -> None:
+    """The hooks' body: a call of ``target`` with Dynamo's ``args`` while ``tx`` traces.
+    ``rules=False``: only the learned breaks apply (an operator or builtin)."""
+    ruled = _ruled(target) if rules else None
+    learned = LEARNED.breaks_on(target)
+    if (ruled is None and not learned) or not _backend_opted_in(tx):
+        return
+    values, kw = [python_value(a) for a in args], {k: python_value(v) for k, v in kwargs.items()}
+    decision = _learned(target, values, kw) if learned else None
+    if decision is not None:
+        _raise(decision, _form(target))
+    if ruled is None:
+        return
+    decision = _decision(target, ruled[0], values, kw)
     if decision is not None:
         _raise(decision, ruled[1])
 
@@ -271,6 +321,10 @@ def _on_function(tx, fn: Any, args: list, kwargs: dict) -> None:
 
 def _on_method(tx, name: str, args: list, kwargs: dict) -> None:
     _check(tx, name, args, kwargs)
+
+
+def _on_builtin(tx, fn: Any, args: list, kwargs: dict) -> None:
+    _check(tx, fn, args, kwargs, rules=False)
 
 
 def _example(arg: Any) -> Any:
@@ -290,10 +344,14 @@ def breaking_call(gm: torch.fx.GraphModule) -> BreakDecision | None:
         if node.op not in ("call_function", "call_method"):
             continue
         ruled = _ruled(node.target)
-        if ruled is None:
+        learned = LEARNED.breaks_on(node.target)
+        if ruled is None and not learned:
             continue
         values = [_example(a) for a in node.args]
-        decision = _decision(node.target, ruled[0], values, {k: _example(v) for k, v in node.kwargs.items()})
+        kwargs = {k: _example(v) for k, v in node.kwargs.items()}
+        decision = _learned(node.target, values, kwargs) if learned else None
+        if decision is None and ruled is not None:
+            decision = _decision(node.target, ruled[0], values, kwargs)
         if decision is not None:
             return decision
     return None
@@ -319,7 +377,7 @@ def install() -> bool:
     the compile with a ``LoweringError`` instead of breaking the graph) and this returns False.
     Installing computes nothing: the list of ops with no lowering is read on the first trace that
     needs it. :func:`uninstall` restores Dynamo's handlers until the next :func:`install`."""
-    return DYNAMO_HOOKS.install(_on_function, _on_method, _backend_opted_in)
+    return DYNAMO_HOOKS.install(_on_function, _on_method, _backend_opted_in, on_builtin=_on_builtin)
 
 
 def uninstall() -> None:

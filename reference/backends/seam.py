@@ -25,7 +25,9 @@ from typing import Any, Callable
 
 import torch
 
+from reference.backends.lowering_fallback import note_failed_graph
 from reference.compiler.request import CompileRequest
+from reference.core.errors import NEFFCompilationError
 from reference.pipeline import DEFAULT_KEY, BuildContext, KeyPolicy, compile_aten_graph
 
 ACTIONS = ("serve", "stage", "lower", "build")
@@ -67,5 +69,11 @@ class Seam:
         return self.key_policy_from() if self.key_policy_from is not None else self.key_policy
 
     def graph(self, aten_gm: torch.fx.GraphModule, *, graph_name: str, request: CompileRequest, fx_passes_us: int = 0) -> Any:
-        """Do this seam's work on one ATen graph; returns what AOT Autograd runs for it."""
-        return self.on_graph(aten_gm, graph_name=graph_name, request=request, fx_passes_us=fx_passes_us)
+        """Do this seam's work on one ATen graph; returns what AOT Autograd runs for it. A failure
+        carries the graph with it, for the backend to learn which call stopped it
+        (:mod:`reference.backends.lowering_fallback`)."""
+        try:
+            return self.on_graph(aten_gm, graph_name=graph_name, request=request, fx_passes_us=fx_passes_us)
+        except NEFFCompilationError as exc:
+            note_failed_graph(exc, aten_gm, request.settings.cache)
+            raise

@@ -229,11 +229,13 @@ class RetraceRequest(TensorifyScalarRestartAnalysis):
 
 
 class DynamoTraceHooks:
-    """Four of Dynamo's handlers, wrapped so that a callback sees each call while a frame is traced.
+    """Dynamo's handlers of calls, wrapped so that a callback sees each call while a frame is traced.
 
     - ``TorchInGraphFunctionVariable.call_function``: a call of a torch function or an op
       (``torch.sort(x)``, ``torch.ops.aten.histc.default(x)``): ``on_function(tx, fn, args, kwargs)``;
     - ``TensorVariable.call_method``: a tensor method (``x.sort()``): ``on_method(tx, name, args, kwargs)``;
+    - ``BuiltinVariable.call_function``, when ``on_builtin`` is given: an operator or builtin
+      (``1 / x``, ``operator.truediv``): ``on_builtin(tx, fn, args, kwargs)``;
     - ``variables.builder._automatic_dynamic`` and ``VariableBuilder.wrap_symint``: where Dynamo
       decides whether a size becomes symbolic: when ``keep_static(tx)`` is true, automatic dynamic
       shapes are off for that decision.
@@ -255,6 +257,7 @@ class DynamoTraceHooks:
         on_function: Callable[[Any, Any, list, dict], None],
         on_method: Callable[[Any, str, list, dict], None],
         keep_static: Callable[[Any], bool],
+        on_builtin: Callable[[Any, Any, list, dict], None] | None = None,
     ) -> bool:
         """Wrap the handlers (once); False, with a :class:`TorchVersionWarning`, on a torch release
         outside :data:`WRITTEN_FOR`."""
@@ -268,6 +271,7 @@ class DynamoTraceHooks:
             ):
                 return False
             from torch._dynamo.variables import builder
+            from torch._dynamo.variables.builtin import BuiltinVariable
             from torch._dynamo.variables.tensor import TensorVariable
             from torch._dynamo.variables.torch import TorchInGraphFunctionVariable
 
@@ -275,6 +279,7 @@ class DynamoTraceHooks:
             orig_method = TensorVariable.call_method
             orig_auto = builder._automatic_dynamic
             orig_symint = builder.VariableBuilder.wrap_symint
+            orig_builtin = BuiltinVariable.call_function
 
             @functools.wraps(orig_fn)
             def call_function(self, tx, args, kwargs):
@@ -286,6 +291,12 @@ class DynamoTraceHooks:
                 if isinstance(name, str) and not name.startswith("__"):
                     on_method(tx, name, [self, *args], dict(kwargs))
                 return orig_method(self, tx, name, args, kwargs)
+
+            @functools.wraps(orig_builtin)
+            def builtin_call(self, tx, args, kwargs):
+                if on_builtin is not None:
+                    on_builtin(tx, self.fn, list(args), dict(kwargs))
+                return orig_builtin(self, tx, args, kwargs)
 
             @functools.wraps(orig_auto)
             def _automatic_dynamic(e, tx, *args, **kwargs):
@@ -302,6 +313,7 @@ class DynamoTraceHooks:
                 (TensorVariable, "call_method", call_method),
                 (builder, "_automatic_dynamic", _automatic_dynamic),
                 (builder.VariableBuilder, "wrap_symint", wrap_symint),
+                *(((BuiltinVariable, "call_function", builtin_call),) if on_builtin is not None else ()),
             ):
                 self._originals[(owner, attr)] = getattr(owner, attr)
                 setattr(owner, attr, wrapper)

@@ -187,7 +187,8 @@ class InPlaceToOutOfPlacePass(FXPass):
                     raise self._no_form(node, graph_name)
                 new = graph.call_function(overload, args, kwargs)
             else:
-                fn = getattr(torch, node.target.__name__[:-1], None)
+                name = node.target.__name__[:-1]
+                fn = getattr(torch, name, None) or getattr(torch.ops.aten, name, None)  # torch.zero_: aten.zero
                 if fn is None:
                     raise self._no_form(node, graph_name)
                 new = graph.call_function(fn, args, kwargs)

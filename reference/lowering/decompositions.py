@@ -229,6 +229,44 @@ def atan2_of_zeros(y: torch.Tensor, x: torch.Tensor):
     return torch.where(zeros, zero_case, out)
 
 
+def broadcast_first(op):
+    """``op`` of two tensors of different shapes as ``op`` of the two broadcast to one shape.
+    torch-mlir lowers the shifts (``bitwise_left_shift``, ``bitwise_right_shift``) without
+    broadcasting their operands: ``int64[5, 1] << int64[5, 5]`` made a ``stablehlo.shift_left``
+    whose result type cannot be inferred, and LLVM's fatal error ended the process (the op lane's
+    two crashed rows). Operands of one shape keep the op as it is."""
+
+    def decomposition(x, other):
+        if not isinstance(x, torch.Tensor) or not isinstance(other, torch.Tensor) or x.shape == other.shape:
+            return NotImplemented
+        shape = torch.broadcast_shapes(x.shape, other.shape)
+        return op(x.expand(shape), other.expand(shape))
+
+    return decomposition
+
+
+def _bool_operands(*values) -> bool:
+    return all(v is None or (isinstance(v, torch.Tensor) and v.dtype == torch.bool) for v in values)
+
+
+@_then_the_table
+def bool_clamp_min(x, bound):
+    """``clamp_min`` of bools by a bool tensor is their logical or. Lowered as is, the comparison
+    took the 1-bit integers as signed (True is -1): ``clamp_min(True, True)`` read False."""
+    if not isinstance(x, torch.Tensor) or not _bool_operands(x, bound):
+        return NotImplemented
+    return torch.logical_or(x, bound)
+
+
+@_then_the_table
+def bool_clamp_max(x, bound):
+    """``clamp_max`` of bools by a bool tensor: their logical and (the signed-compare fault above).
+    Both hand every other call to the table's own decomposition (torch's core table has one)."""
+    if not isinstance(x, torch.Tensor) or not _bool_operands(x, bound):
+        return NotImplemented
+    return torch.logical_and(x, bound)
+
+
 def bool_add(x: torch.Tensor, other, *, alpha=1):
     """``add`` of two bool tensors is their logical or (eager's ``True + True`` is ``True``); lowered
     as an addition of 1-bit integers it wrapped to ``False``. Any other dtype keeps the op."""
@@ -497,6 +535,10 @@ def extra_decompositions() -> dict:
         aten.cumsum.default: accumulating_in_float32(aten.cumsum.default, then=scalar_scan),
         aten._scaled_dot_product_flash_attention_for_cpu_backward.default: flash_attention_backward,
         aten.convolution_backward.default: convolution_backward,
+        aten.clamp_min.Tensor: bool_clamp_min,
+        aten.clamp_max.Tensor: bool_clamp_max,
+        aten.bitwise_left_shift.Tensor: broadcast_first(aten.bitwise_left_shift.Tensor),
+        aten.bitwise_right_shift.Tensor: broadcast_first(aten.bitwise_right_shift.Tensor),
     }
     # torch's own, outside its core table: the max-pool gradient as a scatter-add; the copying
     # views (``view_copy``, ``permute_copy``, ``unbind_copy``) as the view and a copy, and

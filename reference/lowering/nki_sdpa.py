@@ -21,6 +21,7 @@ import math
 import torch
 
 from reference.lowering.decompositions import library_lowerings
+from reference.lowering.lowering_probe import learned_decompositions
 from reference.lowering.stablehlo import decomposition_table
 
 SEQ_MULTIPLE = 2048
@@ -87,8 +88,23 @@ def decompositions(nki_sdpa: bool = True) -> dict:
     request's ``TORCH_NEURONX_ENABLE_NKI_SDPA``), and the backend's lowerings of other libraries'
     ops registered in this process."""
     table = {**decomposition_table(), **library_lowerings()}
+    for op, fn in learned_decompositions().items():  # calls that failed to lower, decomposed by torch's
+        table[op] = _learned_first(fn, table.get(op))
     if not nki_sdpa:
         return table
     op = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default
     table[op] = _nki_sdpa_decomposition(table[op])
     return table
+
+
+def _learned_first(fn, prior):
+    """``fn`` (a learned decomposition, declining with ``NotImplemented`` on calls it was not
+    learned for), then ``prior`` (the table's entry, if any) for the others."""
+    if prior is None:
+        return fn
+
+    def decomposition(*args, **kwargs):
+        out = fn(*args, **kwargs)
+        return prior(*args, **kwargs) if out is NotImplemented else out
+
+    return decomposition

@@ -1,9 +1,12 @@
-"""A compile failure inside a model names the ATen op the compiler rejected, with what to do.
+"""A compile failure inside a model names the ATen op the compiler rejected, with what to do; the
+backend learns from it and runs that op outside the compiled graph.
 
 To get a real rejection, the backend's topk decomposition is taken out of the decomposition table
 for the test: torch-mlir then lowers topk to a sort and slices, which IREE rewrites into
 ``chlo.top_k`` and rejects (the very failure the decomposition exists for). Everything else is the
-real pipeline."""
+real pipeline. The seam's error is what the backend function raises before the graph-break rules
+act on it (``neuron_backend.__wrapped__``); ``backend="neuron"`` learns from that error and breaks
+the graph at the op (:mod:`reference.backends.lowering_fallback`)."""
 
 from __future__ import annotations
 
@@ -11,6 +14,8 @@ import pytest
 import torch
 
 import reference
+from reference.backends.neuron import neuron_backend
+from reference.lowering.lowering_probe import DECISIONS as LEARNED
 from reference.lowering.stablehlo import decomposition_table
 
 aten = torch.ops.aten
@@ -28,17 +33,21 @@ class Router(torch.nn.Module):
 
 
 @pytest.fixture
-def without_topk_decomposition(monkeypatch):
+def without_topk_decomposition(monkeypatch, tmp_path):
+    # what is learned under the broken table stays in this test: its own HLO cache, decisions cleared
+    monkeypatch.setenv("TORCH_NEURONX_HLO_CACHE_DIR", str(tmp_path / "hlo"))
     monkeypatch.delitem(decomposition_table(), aten.topk.default)
+    LEARNED.clear()
     torch._dynamo.reset()
     yield
     torch._dynamo.reset()
+    LEARNED.clear()
 
 
 def test_the_rejected_op_is_named_with_its_source_line_and_the_fallback_hint(without_topk_decomposition):
     model, x = Router().eval(), torch.randn(5, 8)
     with pytest.raises(reference.NEFFCompilationError) as info:
-        torch.compile(model, backend="neuron")(x)
+        torch.compile(model, backend=neuron_backend.__wrapped__)(x)
     err = info.value
     first = str(err).splitlines()[0]
     assert err.op == "aten.topk.default"
@@ -73,7 +82,24 @@ def test_text_served_from_the_hlo_cache_still_names_the_op(without_topk_decompos
         torch._dynamo.reset()
         hits = METRICS.counters().get("hlo_cache_hits", 0)
         with pytest.raises(reference.NEFFCompilationError) as info:
-            torch.compile(model, backend="neuron")(x)
+            torch.compile(model, backend=neuron_backend.__wrapped__)(x)
         ops.append(info.value.op)
         assert (METRICS.counters().get("hlo_cache_hits", 0) - hits) == attempt, "the second compile lowered again"
     assert ops == ["aten.topk.default", "aten.topk.default"]
+
+
+@pytest.mark.slow
+def test_the_backend_breaks_the_graph_at_the_rejected_op_and_matches_eager(without_topk_decomposition, tmp_path):
+    from torch._dynamo.utils import counters
+
+    model, x = Router().eval(), torch.randn(5, 8)
+    counters["graph_break"].clear()
+    got = torch.compile(model, backend="neuron")(x)
+    want = model(x)
+    torch.testing.assert_close(got[0], want[0])
+    assert torch.equal(got[1], want[1])
+    reasons = [r for r in counters["graph_break"] if "op=aten.topk.default" in r]
+    assert reasons and "the compiler rejected it" in reasons[0], list(counters["graph_break"])
+    # the decision is kept beside the HLO cache: another process finds it without failing first
+    kept = list((tmp_path / "hlo" / "lowering-probe").glob("*.json"))
+    assert len(kept) == 1 and '"kind": "break"' in kept[0].read_text()

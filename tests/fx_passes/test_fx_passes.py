@@ -355,6 +355,22 @@ def test_inplace_pass_graph_runs_like_the_original():
     assert_close(b2, b1, what="buffer written in place")
 
 
+def _zeroes_its_input(x):
+    torch.zero_(x)
+    return x + 1
+
+
+def test_inplace_pass_rewrites_a_function_whose_out_of_place_form_is_an_aten_op():
+    # torch.zero_ has no torch.zero: its functional form is aten.zero (the op lane's zero_ rows)
+    x = torch.randn(3)
+    gm, _ = dynamo_graph(_zeroes_its_input, x.clone())
+    rewritten = InPlaceToOutOfPlacePass().run(gm, graph_name="g")
+    assert any(n.target is torch.ops.aten.zero for n in rewritten.graph.nodes)
+    y = x.clone()
+    assert_close(rewritten(y)[0], torch.ones(3), what="output")
+    assert_close(y, torch.zeros(3), what="the input, zeroed by the copy back")
+
+
 def _writes_into_a_view(x):
     x[0].zero_()
     return x * 2

@@ -95,3 +95,19 @@ def test_index_add_and_accumulating_index_puts_into_bool_are_logical_ors(prober)
     xf, sf = torch.zeros(4), torch.ones(4)
     assert prober.compile_and_run([optable.Sample("index_add", add, (xf, index, sf), add(xf, index, sf))]) == [None]
     assert prober.compile_and_run([optable.Sample("index_put", put, (xf, index, sf), put(xf, index, sf))]) == [None]
+
+
+#: clamp_min / clamp_max of bools by bool tensors are or / and (a signed 1-bit compare took True
+#: for -1); shifts of operands of two shapes (torch-mlir's lowering of them aborted the process).
+#: One batch: one compile for all of them.
+BATCHED = {
+    "clamp_min-bool": (torch.clamp_min, (B, torch.tensor(True))),
+    "clamp_max-bool": (torch.clamp_max, (B, C)),
+    "left_shift-broadcast": (torch.bitwise_left_shift, (torch.tensor([[1], [3]]), torch.tensor([[0, 1, 2], [3, 4, 63]]))),
+    "right_shift-broadcast": (torch.bitwise_right_shift, (torch.tensor([[-64], [96]]), torch.tensor([1, 2, 5]))),
+}
+
+
+def test_bool_clamps_and_broadcast_shifts_compile_run_and_match_eager(prober):
+    samples = [optable.Sample(name, fn, args, fn(*args)) for name, (fn, args) in sorted(BATCHED.items())]
+    assert prober.compile_and_run(samples) == [None] * len(samples)

@@ -41,8 +41,11 @@ FROM_ENV_ALLOWED = ("reference/core/", "reference/compiler/request.py", "referen
 #: Public entry points below the floors above, by count: the seeds' keyword entry of the FX passes
 #: (``PassContext.of``, behind ``run_passes(gm, **kwargs)`` and ``FXPass.run(gm, **kwargs)``),
 #: called outside a compile, reads the strict-SPMD flag when it is not given; a compile hands its
-#: request's flag in a ``PassContext`` instead. Listed so that a new one fails here.
-FROM_ENV_AT_PUBLIC_ENTRIES = {"reference/fx_passes/base.py": 1}
+#: request's flag in a ``PassContext`` instead. The backend's Dynamo entry (``forces_graph_breaks``),
+#: before any request is resolved, reads the cache roots once to load the lowering decisions kept
+#: beside the HLO cache, so that the first trace's graph is judged with them. Listed so that a new
+#: one fails here.
+FROM_ENV_AT_PUBLIC_ENTRIES = {"reference/fx_passes/base.py": 1, "reference/backends/graph_breaks.py": 1}
 
 
 def _from_env_calls(path: Path) -> int:

@@ -179,3 +179,21 @@ def test_a_reference_row_to_act_on_that_inductor_gets_right_is_listed_with_its_c
     # the comparison is not vacuous: Inductor's table has a verdict for every wrong row of the reference
     wrong = {row for row in to_act if reference[row] == opinfo.WRONG}
     assert wrong <= set(inductor), f"rows Inductor's table lacks: {sorted(wrong - set(inductor))}"
+
+
+def test_the_parts_of_the_rows_hold_every_row_once_and_a_day_picks_its_part(monkeypatch):
+    import datetime
+
+    from conformance.harness.env import EnvironmentVariableError, ops_part
+
+    rows = [(e, d) for e in ("add", "sin", "mm", "topk", "cat", "sort", "any") for d in opinfo.DTYPES]
+    parts = [[r for r in rows if opinfo.in_part(*r, (k, 7))] for k in range(7)]
+    assert sorted(r for p in parts for r in p) == sorted(rows)  # every row, once
+    assert ops_part({"CONFORMANCE_OPS_PART": "3/7"}) == (3, 7) and ops_part({}) is None
+    for bad in ("7/7", "-1/7", "x/7", "3", "3/0"):
+        with pytest.raises(EnvironmentVariableError, match="CONFORMANCE_OPS_PART"):
+            ops_part({"CONFORMANCE_OPS_PART": bad})
+    # seven consecutive days give the seven parts
+    days = [datetime.date(2026, 12, 1) + datetime.timedelta(days=i) for i in range(7)]
+    assert sorted(ops_table._part("day/7", d) for d in days) == [(k, 7) for k in range(7)]
+    assert ops_table._part("2/5") == (2, 5)
