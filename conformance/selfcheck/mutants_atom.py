@@ -2,7 +2,7 @@
 
 Each breaks exactly the value, name, order or rule one statement of ``conformance/spec/004_atom.toml``
 quotes (the statement names it in its ``mutants`` field), and names the conformance tests that must
-catch it. They register into :data:`conformance.selfcheck.mutants.MUTANTS` like the others and are
+catch it. They register into :data:`conformance.selfcheck.mutant_registry.MUTANTS` like the others and are
 used the same way (``--conformance-impl conformance.selfcheck.mutants:<name>``).
 """
 
@@ -14,7 +14,7 @@ import enum
 import functools
 import sys
 
-from conformance.selfcheck.mutants import MUTANTS, _module, _mutant
+from conformance.selfcheck.mutant_registry import MUTANTS, _module, _mutant
 
 _BEFORE = set(MUTANTS)
 

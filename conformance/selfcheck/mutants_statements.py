@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 
-from conformance.selfcheck.mutants import MUTANTS, _module, _mutant
+from conformance.selfcheck.mutant_registry import MUTANTS, _module, _mutant
 
 _SCOPE_MOD = "reference.compiler.scope"
 _REQUEST = "reference.compiler.request"
