@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import atexit
 import json
+import os
 import struct
 import threading
 import weakref
@@ -97,28 +98,49 @@ def _binding():
 class _Device:
     """One IREE driver's device, with the VM instance and HAL module every context on it shares."""
 
-    __slots__ = ("device", "instance", "hal")
+    __slots__ = ("driver", "device", "instance", "hal")
 
     def __init__(self, driver: str) -> None:
         rt = _binding()
+        self.driver = driver
         self.device = rt.get_cached_hal_driver(driver).create_device_by_uri(driver)
         self.instance = rt.VmInstance()
         self.hal = rt.create_hal_module(self.instance, self.device)
 
 
 class _Runtime:
-    """One IREE device per driver and process, created on first use."""
+    """One IREE device per driver and process, created on first use.
+
+    A process forked after the threaded driver (``local-task``) ran has none of its worker
+    threads: a fork copies only the forking thread, and IREE keeps the driver, with its executor,
+    once per process (``get_cached_hal_driver``), so a call handed to it would wait forever (the
+    lowering probe's forked children did, in a test worker that had run large graphs before).
+    Such a child runs every artifact it loads on ``local-sync``, the caller's own thread; artifacts
+    it inherited loaded are the parent's and must not be called there."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._devices: dict[str, _Device] = {}
+        self._task_threads_lost = False
+        self._fork_hook = False
 
     def device(self, driver: str = "local-task") -> _Device:
         with self._lock:
+            if driver == "local-task" and self._task_threads_lost:
+                driver = "local-sync"
             found = self._devices.get(driver)
             if found is None:
+                if driver == "local-task" and not self._fork_hook and hasattr(os, "register_at_fork"):
+                    os.register_at_fork(after_in_child=self._forked)
+                    self._fork_hook = True
                 found = self._devices[driver] = _Device(driver)
             return found
+
+    def _forked(self) -> None:
+        # in the child, right after the fork: the lock may have been held by a thread that is gone
+        self._lock = threading.Lock()
+        self._devices = {}
+        self._task_threads_lost = True
 
     def drop(self) -> None:
         self._devices = {}
@@ -270,6 +292,7 @@ class LoadedArtifact:
         self.driver = choose_driver(work, driver)
         try:
             shared = _RUNTIME.device(self.driver)
+            self.driver = shared.driver  # local-sync in a child forked after the threaded driver ran
             self._device = shared.device
             self._module = rt.VmModule.copy_buffer(shared.instance, artifact)
             self._vm_ctx = rt.VmContext(instance=shared.instance, modules=(shared.hal, self._module))

@@ -8,6 +8,7 @@ seed statement each); each registers itself here with :func:`_mutant`, and
 
 from __future__ import annotations
 
+import builtins
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -76,8 +77,31 @@ def _mutant(contract: str, tests: tuple[str, ...] | str, expect):
     return register
 
 
+class _Patchable:
+    """A module of the reference as a mutant patches it: reading works as on the module; setting a
+    name the module does not have is refused, naming it. A mutant that patched a name the
+    reference has since moved would otherwise patch nothing and be reported as surviving."""
+
+    __slots__ = ("_target",)
+
+    def __init__(self, target) -> None:
+        object.__setattr__(self, "_target", target)
+
+    def __getattr__(self, attr: str):
+        return getattr(self._target, attr)
+
+    def __setattr__(self, attr: str, value) -> None:
+        if not hasattr(self._target, attr) and not hasattr(builtins, attr):  # a global may shadow a builtin
+            raise AttributeError(
+                f"mutant patch: {self._target.__name__} has no attribute {attr!r} to replace (moved or "
+                "renamed in the reference? patch it where it is looked up now)"
+            )
+        setattr(self._target, attr, value)
+
+
 def _module(name: str):
-    return reference_internals.module(name)
+    """The reference's module ``name``, for a mutant to patch (:class:`_Patchable`)."""
+    return _Patchable(reference_internals.module(name))
 
 
 class MutantImplementation(ReferenceImplementation):

@@ -54,7 +54,8 @@ def policy_gets_example_inputs():
         return home.check_policy_result(self._compiler_args_policy(graph_type, example, base), graph_type,
                                         self._compiler_args_policy)
 
-    runner.resolve_graph_config = with_inputs
+    assert hasattr(runner, "resolve_graph_compiler_args"), "the runner's resolver moved"
+    runner.resolve_graph_compiler_args = with_inputs
 
 
 @_mutant("000.runner.stamp-base-on-model",
@@ -87,7 +88,7 @@ def scope_replaces_the_platform_flags():
     real = request.platform_compiler_config
 
     def platform_first(options):
-        if scope.current_scoped_config() is None:
+        if scope.current_scoped_compiler_args() is None:
             return real(options)
         get = env.get
         env.get = lambda name, *a, **k: "" if name == env.CC_FLAGS else get(name, *a, **k)
@@ -306,6 +307,7 @@ def native_seam_trusts_the_key():
 _GRAPH_BREAKS = "reference.backends.graph_breaks"
 _METRICS = "reference.core.metrics"
 _NEURON = "reference.backends.neuron"
+_ENTRY = "reference.backends.compile_entry"  # the compile entry every seam shares
 _CONTRACT = "conformance/tests/test_backend_contract.py"
 _SUPPORT = "conformance/tests/test_backend_support.py"
 _FX = "conformance/tests/test_fx_passes.py"
@@ -411,14 +413,6 @@ def diagnostic_type_respelled():
     _module(_GRAPH_BREAKS).GB_TYPE = "Unsupported op (neuron)"
 
 
-@_mutant("001.breaks.grouped-mm", f"{_SUPPORT}::test_grouped_mm_breaks",
-         # either fullgraph=True compiles it (Unsupported never raised) or the compiler refuses it
-         (r"declared Supported, observed", r"LoweringError.*grouped_mm|grouped_mm.*(no lowering|could not lower|failed to legalize)"))
-def grouped_mm_not_broken():
-    """``grouped_mm`` is not on the always-break list: it reaches the compiler."""
-    _module(_GRAPH_BREAKS).ALWAYS_BREAK = ()
-
-
 @_mutant("001.breaks.list-from-installed",
          f"{_CONTRACT}::test_the_reported_no_lowering_list_is_the_one_compiles_break_on", r"every toolchain lowers")
 def no_lowering_list_is_stale():
@@ -462,13 +456,13 @@ def other_modes_silent():
          f"{_CONTRACT}::test_dynamic_true_is_rejected_at_compile_time_and_shapes_recompile_per_shape", r"DID NOT RAISE")
 def dynamic_true_accepted():
     """``dynamic=True`` is accepted (and compiled per shape) instead of rejected at compile time."""
-    _module(_NEURON)._reject_explicit_dynamic = lambda: None
+    _module(_ENTRY).reject_explicit_dynamic = lambda: None
 
 
 @_mutant("001.param.options", f"{_CONTRACT}::test_options_must_be_a_dict_or_none", r"DID NOT RAISE")
 def options_of_any_type():
     """``options`` that are not a dict (a list of flags) are accepted and ignored."""
-    home = _module(_NEURON)
+    home = _module(_ENTRY)
     real = home.normalize_options
 
     @functools.wraps(real)
@@ -493,14 +487,15 @@ def fallback_on_by_default():
 def execution_failure_always_falls_back():
     """An execution failure runs the graph eagerly even with fallback disabled (the default): only
     compile failures reach the caller."""
-    home = _module(_NEURON)
-    real = home._with_fallback
+    for name in (_ENTRY, "reference.backends.aot_autograd"):  # each imported it by name
+        home = _module(name)
+        real = home.with_fallback
 
-    @functools.wraps(real)
-    def always(*args, fallback, **kwargs):
-        return real(*args, fallback=True, **kwargs)
+        @functools.wraps(real)
+        def always(*args, fallback, _real=real, **kwargs):
+            return _real(*args, fallback=True, **kwargs)
 
-    home._with_fallback = always
+        home.with_fallback = always
 
 
 @_mutant("001.helper.neff-execution-error",
@@ -806,7 +801,7 @@ def _default_passes(reorder) -> None:
         manager.passes = list(reorder(list(manager.passes)))
         return manager
 
-    for name in ("reference.fx_passes", "reference.pipeline.lowering", _NEURON):
+    for name in ("reference.fx_passes", "reference.pipeline.strategies", _ENTRY):  # where it is looked up
         _module(name).get_default_pass_manager = reordered
 
 
@@ -864,7 +859,7 @@ def enable_fx_passes_false_ignored():
     """``enable_fx_passes=False`` is accepted but the pass stage runs anyway."""
     import dataclasses
 
-    home = _module(_NEURON)
+    home = _module(_ENTRY)
     real = home.resolve_request
 
     @functools.wraps(real)
@@ -882,7 +877,7 @@ def bad_target_device_becomes_cpu():
 
     import torch
 
-    home = _module(_NEURON)
+    home = _module(_ENTRY)
     real = home.resolve_request
 
     @functools.wraps(real)

@@ -51,7 +51,7 @@ def precompile_runner(
         kwargs = dict(model.example_kwargs(graph_type))
         if takes_rank(model):
             kwargs.setdefault("rank", rank_tensor())
-        with scoped_compiler_args(runner.resolve_graph_config(graph_type)):
+        with scoped_compiler_args(runner.resolve_graph_compiler_args(graph_type)):
             functions.append(aot_compile_variant(compiled, (), kwargs, module=model))
     return write_precompiled(path, functions, module=model, backend=BACKENDS[runner.mode])
 

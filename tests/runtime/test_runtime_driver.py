@@ -88,3 +88,62 @@ def test_both_drivers_give_the_compiled_graphs_result(monkeypatch):
         expected = model(x)
     torch.testing.assert_close(outs["local-sync"], outs["local-task"], rtol=1e-6, atol=1e-6)
     torch.testing.assert_close(outs["local-sync"], expected, rtol=1e-5, atol=1e-5)
+
+
+_FORKED_CHILD = r"""
+import os, sys, time
+import torch
+from reference import runtime
+
+def run(width):  # a new module each time: Dynamo compiles its forward again (no reset in a forked child)
+    torch.manual_seed(width)
+    model = torch.nn.Sequential(torch.nn.Linear(width, 64), torch.nn.GELU(), torch.nn.Linear(64, 8)).eval()
+    x = torch.randn(4, width)
+    with torch.no_grad():
+        got = torch.compile(model, backend="neuron", dynamic=False)(x)
+        want = model(x)
+    return float((got - want).abs().max())
+
+assert run(32) < 1e-4  # the parent: the threaded driver's workers start
+read, write = os.pipe()
+pid = os.fork()
+if pid == 0:
+    os.close(read)
+    err = run(48)  # a new graph, compiled and loaded in the child
+    drivers = sorted({a.driver for a in runtime._LOADED if a._vm_fn is not None})
+    os.write(write, f"{err} {','.join(drivers)}".encode())
+    os._exit(0)
+os.close(write)
+deadline = time.monotonic() + 90
+while time.monotonic() < deadline:
+    done, status = os.waitpid(pid, os.WNOHANG)
+    if done:
+        break
+    time.sleep(0.1)
+else:
+    os.kill(pid, 9)
+    print("HUNG")
+    sys.exit(3)
+print("CHILD", os.read(read, 4096).decode())
+"""
+
+
+@pytest.mark.slow
+def test_a_child_forked_after_the_threaded_driver_ran_runs_its_graphs_on_its_own_thread(tmp_path):
+    """A process that ran graphs on ``local-task`` forks (the lowering probe's children do): the
+    child compiles and runs a new graph, which must not wait for the parent's worker threads
+    (a fork copies only the forking thread) and must match eager. A real subprocess does the fork,
+    so a hang is a timeout here, not a stuck test worker."""
+    import os
+    import subprocess
+    import sys
+
+    run_env = {**os.environ, env.RUNTIME_DRIVER: "local-task", env.NEFF_CACHE_DIR: str(tmp_path / "neff"),
+               env.HLO_CACHE_DIR: str(tmp_path / "hlo")}
+    out = subprocess.run([sys.executable, "-c", _FORKED_CHILD], env=run_env, capture_output=True, text=True, timeout=300)
+    assert "HUNG" not in out.stdout, "the forked child waited for the parent's runtime threads"
+    assert out.returncode == 0, out.stderr[-2000:]
+    line = [ln for ln in out.stdout.splitlines() if ln.startswith("CHILD")][0]
+    err, drivers = line.split()[1:]
+    assert float(err) < 1e-4
+    assert "local-sync" in drivers.split(",")
