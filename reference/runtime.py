@@ -123,6 +123,7 @@ class _Runtime:
         self._devices: dict[str, _Device] = {}
         self._task_threads_lost = False
         self._fork_hook = False
+        self._inherited: list[_Device] = []
 
     def device(self, driver: str = "local-task") -> _Device:
         with self._lock:
@@ -137,8 +138,11 @@ class _Runtime:
             return found
 
     def _forked(self) -> None:
-        # in the child, right after the fork: the lock may have been held by a thread that is gone
+        # In the child, right after the fork (a subprocess's preexec_fn child too): the lock may
+        # have been held by a thread that is gone. The parent's devices are kept referenced, never
+        # released here: releasing the threaded one joins worker threads the child does not have.
         self._lock = threading.Lock()
+        self._inherited = list(self._devices.values())
         self._devices = {}
         self._task_threads_lost = True
 

@@ -17,8 +17,15 @@ def _rank(rank: int, world: int, store: str, root: str, results) -> None:
     try:
         import torch.distributed as dist
 
+        import torch._inductor.config as inductor_config
+
         import reference
         import reference.atom as atom
+
+        # Inductor compiles this rank's pieces on its own thread: a forked child has none of the
+        # parent's compile-pool threads, and a worker that ran Inductor before forks with the
+        # pool's bookkeeping but not its threads (its kernels' futures then never complete).
+        inductor_config.compile_threads = 1
 
         dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=world)
         try:
