@@ -33,7 +33,10 @@ import logging
 import os
 import pickle
 import re
+import select
+import signal
 import threading
+import time
 from dataclasses import asdict, dataclass
 from typing import Any, Callable, Iterable, Sequence
 
@@ -329,11 +332,20 @@ def lowers_alone(fn: Callable, args: Sequence[Any], kwargs: dict[str, Any], tabl
     return None
 
 
-def isolated(fn: Callable[[], Any], *, died: Callable[[int], Any]) -> Any:
+#: How long a probe's child may take before it is stopped and the call counts as not decomposable.
+#: A probe lowers, compiles and runs one call: seconds; the limit is for a child that hangs.
+PROBE_TIMEOUT_S = 180.0
+
+
+def isolated(fn: Callable[[], Any], *, died: Callable[[int], Any], timeout: float = PROBE_TIMEOUT_S) -> Any:
     """``fn()`` run in a forked child, its (picklable) result sent back; ``died(status)`` when the
-    child ends without one. A probe lowers and compiles graphs that failed once: torch-mlir has
-    been seen to end the process on some of them (a segmentation fault, LLVM's fatal error on
-    ``shift_left``), and a probe must not take the user's process with it."""
+    child ends without one or is stopped after ``timeout`` seconds. A probe lowers and compiles
+    graphs that failed once: torch-mlir has been seen to end the process on some of them (a
+    segmentation fault, LLVM's fatal error on ``shift_left``), and a probe must not take the
+    user's process with it. The parent has threads (torch's OpenMP pool, IREE's workers) that a
+    fork does not copy: the child computes on its own thread (``torch.set_num_threads(1)``; the
+    runtime's threaded driver is replaced in a forked child, :mod:`reference.runtime`), and the
+    deadline stops a child that waits anyway."""
     if not hasattr(os, "fork"):
         return fn()
     read, write = os.pipe()
@@ -342,6 +354,7 @@ def isolated(fn: Callable[[], Any], *, died: Callable[[int], Any]) -> Any:
         code = 1
         try:
             os.close(read)
+            torch.set_num_threads(1)  # the parent's OpenMP workers are not in this process
             data = pickle.dumps(fn())
             with os.fdopen(write, "wb") as out:
                 out.write(data)
@@ -349,8 +362,22 @@ def isolated(fn: Callable[[], Any], *, died: Callable[[int], Any]) -> Any:
         finally:
             os._exit(code)
     os.close(write)
-    with os.fdopen(read, "rb") as inp:
-        data = inp.read()
+    chunks: list[bytes] = []
+    deadline = time.monotonic() + timeout
+    with os.fdopen(read, "rb", buffering=0) as inp:
+        while True:
+            left = deadline - time.monotonic()
+            ready = select.select([inp], [], [], max(left, 0))[0] if left > 0 else []
+            if not ready:
+                log.warning("lowering probe: the child %d gave no answer in %.0f s; stopped", pid, timeout)
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+                return died(-signal.SIGKILL)
+            chunk = inp.read(1 << 16)
+            if not chunk:
+                break
+            chunks.append(chunk)
+    data = b"".join(chunks)
     _, status = os.waitpid(pid, 0)
     if status != 0 or not data:
         return died(status)

@@ -93,3 +93,40 @@ def test_an_op_torch_mlir_cannot_lower_is_decomposed_or_split_out_and_matches_ea
     torch.testing.assert_close(got, fn(data, lengths))
     reasons = [r for r in counters["graph_break"] if "op=aten.segment_reduce.default" in r]
     assert reasons and "torch-mlir could not lower torch.aten.segment_reduce" in reasons[0]
+
+
+def test_a_probe_child_that_gives_no_answer_is_stopped_at_its_deadline():
+    import time
+
+    from reference.lowering.lowering_probe import isolated
+
+    start = time.monotonic()
+    got = isolated(lambda: time.sleep(60), died=lambda status: ("died", status), timeout=1.0)
+    assert got[0] == "died" and time.monotonic() - start < 30
+    assert isolated(lambda: 6 * 7, died=lambda status: None) == 42
+
+
+_OPENMP_FORK = r"""
+import torch
+from reference.lowering.lowering_probe import isolated
+
+torch.set_num_threads(2)
+x = torch.randn(1500, 1500)
+(x @ x).sum(); x.exp().sum()  # the parent's OpenMP workers start
+print("ANSWER", isolated(lambda: float((x @ x).sum() + x.exp().sum()) > -1e30, died=lambda status: f"died {status}", timeout=60))
+"""
+
+
+@pytest.mark.slow
+def test_a_probe_child_computes_although_the_parent_ran_openmp_work():
+    """A fork does not copy the parent's OpenMP workers: a child that runs a parallel op with the
+    parent's thread count waits forever (the op lane's drift check hung there). Run in a real
+    subprocess with two threads, whatever the test process has."""
+    import os
+    import subprocess
+    import sys
+
+    run = subprocess.run([sys.executable, "-c", _OPENMP_FORK], capture_output=True, text=True, timeout=300,
+                         env={k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"})
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "ANSWER True" in run.stdout, run.stdout + run.stderr[-2000:]
