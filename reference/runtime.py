@@ -141,8 +141,9 @@ class _Runtime:
         # In the child, right after the fork (a subprocess's preexec_fn child too): the lock may
         # have been held by a thread that is gone. The parent's devices are kept referenced, never
         # released here: releasing the threaded one joins worker threads the child does not have.
+        # (A child of a child forks again: what the first fork kept stays kept.)
         self._lock = threading.Lock()
-        self._inherited = list(self._devices.values())
+        self._inherited.extend(self._devices.values())
         self._devices = {}
         self._task_threads_lost = True
 
