@@ -131,22 +131,23 @@ def test_filtering_to_one_verdict_leaves_the_rows_that_have_it(opened: Page, bui
 
 def test_a_rows_detail_opens_on_click(opened: Page, built: dict):
     ops = built["data"]["ops"]
-    error = ops["verdicts"].index("error")
-    cell = next(c for c in ops["impls"]["reference"]["cells"] if c[2] == error and ops["strings"][c[3]])
+    # a wrong cell (the reference's table has no error rows since its lowering probe), with its cause
+    wrong = ops["verdicts"].index("wrong")
+    cell = next(c for c in ops["impls"]["reference"]["cells"] if c[2] == wrong and ops["strings"][c[3]])
     entry, message = ops["entries"][cell[0]], ops["strings"][cell[3]]
     opened.fill("#f-text", entry)
     row = opened.locator(f'#ops-table tbody tr[data-entry="{entry}"]')
     expect(row).to_have_count(1)
     dtype = ops["dtypes"][cell[1]]
-    row.locator(f'td.cell[data-impl="reference"][title="reference, {dtype}: error"]').click()
+    row.locator(f'td.cell[data-impl="reference"][title="reference, {dtype}: wrong"]').click()
     dialog = opened.locator("#op-detail")
     expect(dialog).to_be_visible()
     expect(dialog.locator("#op-detail-title")).to_have_text(entry)
     expect(dialog.locator("h4")).to_have_text(IMPLS)
-    chosen = dialog.locator("tr.chosen")  # the clicked cell's row: its error, its sample
+    chosen = dialog.locator("tr.chosen")  # the clicked cell's row: its verdict, its cause, its sample
     expect(chosen).to_have_count(1)
     expect(chosen.locator("th")).to_have_text(dtype)
-    expect(chosen.locator("td").nth(0)).to_have_text("error")
+    expect(chosen.locator("td").nth(0)).to_have_text("wrong")
     expect(chosen.locator("td").nth(1)).to_have_text(message)
     expect(chosen.locator("td").nth(2)).to_have_text(ops["strings"][cell[4]])
     dialog.get_by_role("button", name="Close").click()
@@ -168,7 +169,7 @@ def test_a_contracts_failure_links_to_its_message_shown_as_text(opened: Page, bu
 
 def test_no_serious_accessibility_violations(opened: Page):
     opened.evaluate("document.querySelectorAll('details').forEach(d => d.open = true)")
-    opened.select_option("#f-verdict", "error")
+    opened.select_option("#f-verdict", "wrong")
     # no preload: axe would fetch the style sheet with an XMLHttpRequest, which file:// refuses
     options = {"resultTypes": ["violations"], "preload": False}
     results = Axe().run(opened, options=options)
