@@ -115,15 +115,19 @@ class _Runtime:
     threads: a fork copies only the forking thread, and IREE keeps the driver, with its executor,
     once per process (``get_cached_hal_driver``), so a call handed to it would wait forever (the
     lowering probe's forked children did, in a test worker that had run large graphs before).
-    Such a child runs every artifact it loads on ``local-sync``, the caller's own thread; artifacts
-    it inherited loaded are the parent's and must not be called there."""
+    Such a child runs every artifact it loads on ``local-sync``, the caller's own thread; an
+    artifact it inherited loaded on ``local-task`` loads itself again on ``local-sync`` at its first
+    call there (:attr:`generation` tells it that a fork happened), so a model compiled before a
+    fork (a pre-forking server's workers, a DataLoader's) runs in the children."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._devices: dict[str, _Device] = {}
         self._task_threads_lost = False
         self._fork_hook = False
-        self._inherited: list[_Device] = []
+        self._inherited: list[object] = []
+        #: Counts the forks this process descends from since the threaded driver first ran here.
+        self.generation = 0
 
     def device(self, driver: str = "local-task") -> _Device:
         with self._lock:
@@ -146,6 +150,10 @@ class _Runtime:
         self._inherited.extend(self._devices.values())
         self._devices = {}
         self._task_threads_lost = True
+        self.generation += 1
+
+    def keep_inherited(self, objects: object) -> None:
+        self._inherited.append(objects)
 
     def drop(self) -> None:
         self._devices = {}
@@ -295,6 +303,16 @@ class LoadedArtifact:
         self._written: frozenset[int] | None = None  # inputs the program writes: known after the first call
         self._kinds: tuple[object, ...] | None = None  # per input: _PLAIN, _RESIDENT or _WRITTEN, likewise
         self.driver = choose_driver(work, driver)
+        self._list = rt.VmVariantList
+        self._view_type = rt.HalBufferView
+        self._load(artifact)
+        # Kept for a forked child only: on the threaded driver, whose workers a fork does not copy.
+        self._artifact = artifact if self.driver == "local-task" else None
+        _LOADED.add(self)
+
+    def _load(self, artifact: bytes) -> None:
+        rt = _binding()
+        self._generation = _RUNTIME.generation
         try:
             shared = _RUNTIME.device(self.driver)
             self.driver = shared.driver  # local-sync in a child forked after the threaded driver ran
@@ -305,10 +323,21 @@ class LoadedArtifact:
             if self._vm_fn is None:
                 raise RuntimeError("the module has no function named 'main'")
         except Exception as exc:
-            raise NEFFExecutionError(f"the runtime could not load the artifact: {exc}", graph_name=graph_name) from exc
-        self._list = rt.VmVariantList
-        self._view_type = rt.HalBufferView
-        _LOADED.add(self)
+            raise NEFFExecutionError(f"the runtime could not load the artifact: {exc}", graph_name=self.graph_name) from exc
+
+    def _after_fork(self) -> None:
+        """First call in a process forked since this artifact was loaded: one loaded on the threaded
+        driver would wait forever for worker threads the fork did not copy, so it loads again on
+        this process's device (``local-sync``); its resident buffers are made again on that device."""
+        if self._artifact is None or self._vm_fn is None:  # on local-sync (nothing to lose), or closed
+            self._generation = _RUNTIME.generation
+            return
+        # The parent's objects stay referenced, never released here: like the devices (see
+        # _Runtime._forked), what they release belongs to threads this process does not have.
+        _RUNTIME.keep_inherited((self._vm_ctx, self._module, self._vm_fn, tuple(self._held.values())))
+        self._held = {}
+        self._load(self._artifact)
+        self._artifact = None  # local-sync from now on, in this process and its own children
 
     def resident_uploads(self) -> int:
         """How many resident buffers are held now (for tests and reports)."""
@@ -320,6 +349,8 @@ class LoadedArtifact:
         return self._written
 
     def __call__(self, *args: torch.Tensor) -> list[torch.Tensor]:
+        if self._generation != _RUNTIME.generation:
+            self._after_fork()
         if self._n_in is not None and len(args) != self._n_in:
             raise NEFFExecutionError(f"expected {self._n_in} inputs, got {len(args)}", graph_name=self.graph_name)
         kinds = self._kinds

@@ -142,7 +142,9 @@ def test_a_child_forked_after_the_threaded_driver_ran_runs_its_graphs_on_its_own
     import subprocess
     import sys
 
-    run_env = {**os.environ, env.RUNTIME_DRIVER: "local-task", env.NEFF_CACHE_DIR: str(tmp_path / "neff"),
+    # OMP_NUM_THREADS=1 as the Makefile sets it: an eager op in a forked child would otherwise wait
+    # for libgomp's workers, which a fork does not copy either (the lowering probe's test covers that)
+    run_env = {**os.environ, "OMP_NUM_THREADS": "1", env.RUNTIME_DRIVER: "local-task", env.NEFF_CACHE_DIR: str(tmp_path / "neff"),
                env.HLO_CACHE_DIR: str(tmp_path / "hlo")}
     out = subprocess.run([sys.executable, "-c", _FORKED_CHILD], env=run_env, capture_output=True, text=True, timeout=300)
     assert "HUNG" not in out.stdout, "the forked child waited for the parent's runtime threads"
@@ -151,3 +153,77 @@ def test_a_child_forked_after_the_threaded_driver_ran_runs_its_graphs_on_its_own
     err, drivers = line.split()[1:]
     assert float(err) < 1e-4
     assert "local-sync" in drivers.split(",")
+
+
+_INHERITED_CALL = r"""
+import os, sys, time
+import torch
+import reference  # noqa: F401 - registers the backend
+from reference import runtime
+
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.GELU(), torch.nn.Linear(64, 8)).eval()
+compiled = torch.compile(model, backend="neuron", dynamic=False)
+x = torch.randn(4, 32)
+with torch.no_grad():
+    want = model(x)
+    assert float((compiled(x) - want).abs().max()) < 1e-4  # compiled and run in the parent, on local-task
+    drivers_before = sorted({a.driver for a in runtime._LOADED if a._vm_fn is not None})
+
+def serve():  # the same compiled function, inherited loaded, called in the child
+    with torch.no_grad():
+        err = float((compiled(x) - want).abs().max())
+    return err, sorted({a.driver for a in runtime._LOADED if a._vm_fn is not None})
+
+read, write = os.pipe()
+pid = os.fork()
+if pid == 0:
+    os.close(read)
+    err, drivers = serve()
+    grandchild = os.fork()  # a child of the child calls it too
+    if grandchild == 0:
+        os._exit(0 if serve()[0] < 1e-4 else 1)
+    _, status = os.waitpid(grandchild, 0)
+    os.write(write, f"{err if status == 0 else 'grandchild-failed'} {','.join(drivers)}".encode())
+    os._exit(0)
+os.close(write)
+deadline = time.monotonic() + 90
+while time.monotonic() < deadline:
+    done, status = os.waitpid(pid, os.WNOHANG)
+    if done:
+        break
+    time.sleep(0.1)
+else:
+    os.kill(pid, 9)
+    print("HUNG")
+    sys.exit(3)
+with torch.no_grad():
+    assert float((compiled(x) - want).abs().max()) < 1e-4  # the parent's threaded runtime is untouched
+print("BEFORE", ",".join(drivers_before))
+print("CHILD", os.read(read, 4096).decode())
+"""
+
+
+@pytest.mark.slow
+def test_a_graph_loaded_on_the_threaded_driver_before_a_fork_runs_in_the_child(tmp_path):
+    """A pre-forking server: the parent compiles a model and runs it on ``local-task``, then forks;
+    the child (and its own child) call the same compiled function, whose artifact was loaded
+    before the fork. It loads itself again on the child's own thread and matches eager, instead of
+    waiting forever for the parent's worker threads, which a fork does not copy. A real subprocess
+    does the fork, so a hang is a timeout here."""
+    import os
+    import subprocess
+    import sys
+
+    # OMP_NUM_THREADS=1 as the Makefile sets it: an eager op in a forked child would otherwise wait
+    # for libgomp's workers, which a fork does not copy either (the lowering probe's test covers that)
+    run_env = {**os.environ, "OMP_NUM_THREADS": "1", env.RUNTIME_DRIVER: "local-task", env.NEFF_CACHE_DIR: str(tmp_path / "neff"),
+               env.HLO_CACHE_DIR: str(tmp_path / "hlo")}
+    out = subprocess.run([sys.executable, "-c", _INHERITED_CALL], env=run_env, capture_output=True, text=True, timeout=300)
+    assert "HUNG" not in out.stdout, "the inherited artifact waited for the parent's runtime threads"
+    assert out.returncode == 0, out.stderr[-2000:]
+    before = [ln for ln in out.stdout.splitlines() if ln.startswith("BEFORE")][0].split()[1]
+    assert before == "local-task"
+    err, drivers = [ln for ln in out.stdout.splitlines() if ln.startswith("CHILD")][0].split()[1:]
+    assert float(err) < 1e-4
+    assert drivers.split(",") == ["local-sync"]
