@@ -40,6 +40,11 @@ needs_ray = pytest.mark.skipif(
     importlib.util.find_spec("ray") is None,
     reason="ray is not installed (the project's cluster extra: pip install -e '.[cluster]')",
 )
+# One pytest-xdist worker runs this module's tests one after another: the tests that kill a Ray
+# worker or a node find their victim by its process (an iree-compile under a `ray::` worker, a
+# node's process group), and a cluster another worker started beside them is not theirs to kill;
+# the timing tests also assume the machine's cores are not another cluster's.
+pytestmark = pytest.mark.xdist_group("ray")
 ARGS = ["-O2", "--target", "trn2"]
 SPEC = TensorSpec("float32", (4,), (1,))
 
@@ -693,8 +698,9 @@ def test_a_run_that_gives_up_cancels_its_running_tasks(tmp_path, monkeypatch, lo
     assert not (folder / "finished").exists()
 
 
-def _hold(seconds: float) -> None:
-    """Other work on the cluster: holds a CPU for ``seconds``."""
+def _hold(seconds: float, folder: str, name: str) -> None:
+    """Other work on the cluster: holds a CPU for ``seconds``, saying in ``folder`` that it started."""
+    open(os.path.join(folder, name), "w").close()
     time.sleep(seconds)
 
 
@@ -706,7 +712,7 @@ def _sleep(seconds: float, graph_name: str) -> None:
 @needs_ray
 @pytest.mark.slow
 def test_the_timeout_counts_from_a_tasks_start_not_from_its_submission(tmp_path, monkeypatch, local_ray):
-    """Both CPUs of the cluster are held by other work for 8 s when the run sends its two tasks
+    """Both CPUs of the cluster are held by other work for 9 s when the run sends its two tasks
     with a 6 s timeout: they wait for a CPU longer than the timeout, then compile in about a
     second each and succeed. A task that runs past the timeout once started is cancelled."""
     from reference.flows.ray_executor import RayExecutor
@@ -714,7 +720,15 @@ def test_the_timeout_counts_from_a_tasks_start_not_from_its_submission(tmp_path,
     _caches(monkeypatch, tmp_path)
     _stage(tmp_path / "staged", 2)
     hold = local_ray.remote(num_cpus=1)(_hold)
-    held = [hold.remote(8) for _ in range(2)]
+    started = tmp_path / "held"
+    started.mkdir()
+    held = [hold.remote(9, str(started), f"hold{i}") for i in range(2)]
+    # Both holds running before the run sends its tasks (Ray's queues per function do not keep
+    # the order of submission across functions, and a worker killed by an earlier test is restarted)
+    deadline = time.monotonic() + 60
+    while len(os.listdir(started)) < 2:
+        assert time.monotonic() < deadline, "the holding tasks did not start"
+        time.sleep(0.05)
     start = time.monotonic()
     report = parallel_compile(tmp_path / "staged", workers=2, executor="ray", progress=False, timeout=6)
     assert time.monotonic() - start > 6
