@@ -11,8 +11,9 @@ batch 2, under ``torch.no_grad()``), and in the same run, interleaved, each a fr
   caches;
 - **neuron, precompiled**: ``reference.load_precompiled(file, module=model)`` of a file
   ``reference.precompile`` wrote in an earlier process, with empty cache folders: no trace, no AOT
-  Autograd, no lowering, no compiler; and the same with ``TORCH_NEURONX_CACHE_HMAC_KEY`` set (a
-  signed file, authenticated before it is unpickled);
+  Autograd, no lowering, no compiler, and (each variant's direct form) no Dynamo import; and the
+  same with ``TORCH_NEURONX_CACHE_HMAC_KEY`` set (a signed file, authenticated before any of it is
+  read as code);
 - **Inductor, precompiled**: ``torch.compiler.load_compiled_function`` of the same function (the
   module as an input) aot-compiled by Inductor and saved with ``save_compiled_function``.
 
@@ -113,6 +114,7 @@ def load_child(backend: str, steps: int, path: str) -> dict:
             s = time.perf_counter()
             fn(x)
             samples.append(time.perf_counter() - s)
+    dynamo_imported = "torch._dynamo" in sys.modules  # before the import of Dynamo's counters just below
     from torch._dynamo.utils import counters
 
     return {
@@ -121,6 +123,7 @@ def load_child(backend: str, steps: int, path: str) -> dict:
         "load_s": t_load - t_model, "first_call_s": t_first - t_load, "step_us": statistics.median(samples) * 1e6,
         "output_sum": float(out.double().sum()), "frames_compiled": int(counters["frames"].get("ok", 0)),
         "compiler_stack_imported": sorted(m for m in sys.modules if m.split(".")[0] == "torch_mlir" or m.startswith("iree.compiler")),
+        "dynamo_imported": dynamo_imported,
     }
 
 
@@ -214,7 +217,8 @@ def run(out_dir: Path, repeat: int = 1) -> dict:
             got = r[name]
             checks.append({"run": name, "output_sum": got["output_sum"], "eager_sum": eager_sum,
                            "matches_eager": abs(got["output_sum"] - eager_sum) <= 1e-3 * max(1.0, abs(eager_sum)),
-                           "frames_compiled": got.get("frames_compiled"), "compiler_stack_imported": got.get("compiler_stack_imported")})
+                           "frames_compiled": got.get("frames_compiled"), "compiler_stack_imported": got.get("compiler_stack_imported"),
+                           "dynamo_imported": got.get("dynamo_imported")})
 
     timed = ("eager", "eager_2", "neuron_warm", "neuron_precompiled", "neuron_precompiled_2", "neuron_precompiled_hmac",
              "inductor_precompiled", "inductor_precompiled_2")
@@ -253,9 +257,12 @@ def run(out_dir: Path, repeat: int = 1) -> dict:
              for k in ("neuron_save", "neuron_hmac_save", "inductor_save")}
     bad = [c for c in checks if not c["matches_eager"] or (c["run"].startswith("neuron_precompiled")
                                                           and (c["frames_compiled"] or c["compiler_stack_imported"]))]
+    no_dynamo = [c["run"] for c in checks if c["run"].startswith("neuron_precompiled") and c["dynamo_imported"] is False]
     lines += ["", f"Files: {json.dumps(saves, sort_keys=True)}. Outputs against eager and, for the neuron precompiled "
               f"processes, no frame compiled and no torch-mlir or IREE compiler imported: "
-              f"{'all hold' if not bad else 'FAILED for ' + ', '.join(c['run'] for c in bad)}. Source: commit "
+              f"{'all hold' if not bad else 'FAILED for ' + ', '.join(c['run'] for c in bad)}. Neuron precompiled "
+              f"processes that never imported Dynamo: {len(no_dynamo)} of "
+              f"{sum(1 for c in checks if c['run'].startswith('neuron_precompiled'))}. Source: commit "
               f"{source['commit']}, reference/ files uncommitted at the start: {len(source['uncommitted_in_reference'])}.", ""]
     return {"repeat": repeat, "cpu_count": CPUS, "figures": figures, "checks": checks, "repetitions": reps,
             "source": source, "table": "\n".join(lines)}

@@ -4,39 +4,42 @@ Public names follow the backend reference (``neuron_dynamo_backend``) and the de
 Internals live in subpackages and may move; import from here or from the subpackage ``__init__``.
 """
 
-from reference.core.versions import __version__  # noqa: E402
+import importlib
 
-from reference.core.settings import get_model_name, get_rank, set_model_name  # noqa: E402
-from reference.core.errors import (  # noqa: E402
-    BackendOptionError,
-    CacheMissError,
-    CompilerArgumentError,
-    CompilerStackMissingError,
-    EnvVarError,
-    FlowDirectoryError,
-    LoweringError,
-    NEFFCompilationError,
-    NEFFExecutionError,
-    NeuronBackendError,
-    UnsupportedInputError,
-)
-from reference.core.metrics import NeuronCompilationMetrics, get_dynamo_metrics, reset_dynamo_metrics  # noqa: E402
-from reference.backends.api import (  # noqa: E402
-    compile_only,
-    is_device_tensor,
-    reset_graph_break_thresholds,
-    set_graph_break_thresholds,
-    to_device,
-)
-from reference.backends.precompiled_file import PrecompiledFunction, Variant, load_precompiled, precompile  # noqa: E402
-from reference.backends.serializable import (  # noqa: E402
-    PrecompileError,
-    PrecompiledFileError,
-    PrecompiledInputError,
-    PrecompiledIntegrityError,
-    PrecompiledTargetError,
-    PrecompiledVersionError,
-)
+# Each public name and the module it lives in, imported on first use (PEP 562): ``import reference``
+# itself imports nothing, so a serving process that only loads precompiled graphs
+# (``reference.load_precompiled``) never imports Dynamo, the compile side or the compiler stack.
+_WHERE = {
+    "__version__": "reference.core.versions",
+    **dict.fromkeys(("get_model_name", "get_rank", "set_model_name"), "reference.core.settings"),
+    **dict.fromkeys((
+        "BackendOptionError", "CacheMissError", "CompilerArgumentError", "CompilerStackMissingError", "EnvVarError",
+        "FlowDirectoryError", "LoweringError", "NEFFCompilationError", "NEFFExecutionError", "NeuronBackendError",
+        "UnsupportedInputError",
+    ), "reference.core.errors"),
+    **dict.fromkeys(("NeuronCompilationMetrics", "get_dynamo_metrics", "reset_dynamo_metrics"), "reference.core.metrics"),
+    **dict.fromkeys(("compile_only", "is_device_tensor", "reset_graph_break_thresholds", "set_graph_break_thresholds",
+                     "to_device"), "reference.backends.api"),
+    **dict.fromkeys(("PrecompiledFunction", "Variant", "load_precompiled", "precompile"), "reference.backends.precompiled_file"),
+    **dict.fromkeys((
+        "PrecompileError", "PrecompiledFileError", "PrecompiledInputError", "PrecompiledIntegrityError",
+        "PrecompiledTargetError", "PrecompiledVersionError",
+    ), "reference.core.errors"),
+}
+
+
+def __getattr__(name: str):
+    where = _WHERE.get(name)
+    if where is None:
+        raise AttributeError(f"module 'reference' has no attribute {name!r}")
+    value = getattr(importlib.import_module(where), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_WHERE})
+
 
 __all__ = [
     "__version__",

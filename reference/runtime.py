@@ -57,7 +57,7 @@ import torch
 
 from reference.core.errors import NEFFExecutionError
 from reference.core.specs import TensorSpec
-from reference.core.torch_compat import tensor_from_dlpack_capsule
+from reference.core.torch_runtime import tensor_from_dlpack_capsule
 
 DRIVERS = ("local-sync", "local-task")
 #: Above this many operations per call (about 0.5 ms of one core's arithmetic here) a call is

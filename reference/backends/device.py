@@ -27,7 +27,6 @@ from torch.utils.weak import WeakIdKeyDictionary
 
 from reference.core import env
 from reference.core.errors import UnsupportedInputError
-from reference.core.torch_compat import LocalSource
 
 DEVICE_DESCRIPTION = "the reference runtime (IREE local-sync or local-task on the host CPU)"
 
@@ -70,6 +69,8 @@ def user_argument_indices(gm: torch.fx.GraphModule) -> list[int]:
     Parameters, buffers and globals are lifted into graph inputs too; they are not "passed as
     inputs" by the caller, so the auto-copy rule does not apply to them.
     """
+    from reference.core.torch_compat import LocalSource  # the compile side's (Dynamo): not at import
+
     out = []
     for i, node in enumerate(gm.graph.find_nodes(op="placeholder")):
         grapharg = node.meta.get("grapharg")

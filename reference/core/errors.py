@@ -7,20 +7,39 @@ Errors raised while Dynamo calls the backend would normally reach the caller wra
 through unwrapped (those deriving from ``ShortenTraceback``), so :class:`NeuronBackendError` derives
 from it: a caller can write ``except NEFFCompilationError`` around a compiled call, as the backend
 reference promises.
+
+This module does not import Dynamo (0.9-1.0 s of a process's start here): a serving process that
+runs precompiled graphs never needs it (docs/caching.md, "Precompiled functions"). Until Dynamo is
+imported, :class:`NeuronBackendError` derives from a stand-in of the same layout; every path that
+lets Dynamo call the backend imports :mod:`reference.core.torch_compat`, which imports Dynamo and
+calls :func:`derive_from_dynamo`, so that from then on every error here, including those made
+before, is a ``ShortenTraceback``. No error of the reference can reach Dynamo before that.
 """
 
 from __future__ import annotations
 
 from typing import Sequence
 
-from reference.core.torch_compat import ShortenTraceback
+
+class _Standalone(RuntimeError):
+    """What :class:`NeuronBackendError` derives from before Dynamo is imported: a
+    ``RuntimeError`` with an instance dict, as Dynamo's ``TorchDynamoException`` is."""
 
 
-class NeuronBackendError(ShortenTraceback):
-    """Base of every error the reference backend raises on purpose."""
+def derive_from_dynamo(short_traceback: type) -> None:
+    """Put Dynamo's ``ShortenTraceback`` (``short_traceback``) under :class:`NeuronBackendError`
+    (:mod:`reference.core.torch_compat` calls this once, when it imports Dynamo)."""
+    if NeuronBackendError.__bases__ != (short_traceback,):
+        NeuronBackendError.__bases__ = (short_traceback,)
+
+
+class NeuronBackendError(_Standalone):
+    """Base of every error the reference backend raises on purpose (a ``ShortenTraceback`` once
+    Dynamo is imported; see the module doc)."""
 
     def __init__(self, message: str) -> None:
-        super().__init__(message, first_useful_frame=None)
+        RuntimeError.__init__(self, message)
+        self.first_useful_frame = None  # what ShortenTraceback's __init__ sets: no frame to cut at
         self.message = message
 
     def __str__(self) -> str:
@@ -188,3 +207,46 @@ class EnvVarError(NeuronBackendError, ValueError):
         self.name = name
         self.value = value
         self.default_used = default_used
+
+
+# --- precompiled graphs and files (reference.precompile, torch.compiler.load_compiled_function) ----------
+
+
+class PrecompileError(NeuronBackendError):
+    """``aot_compile`` asked for a graph the backend cannot hand over as bytes (says which and why).
+    Raised by the compile side (:mod:`reference.backends.aot_seam`), kept here with the other errors."""
+
+    def __init__(self, graph: str, why: str) -> None:
+        super().__init__(
+            f"{graph} cannot be precompiled with the neuron backend: {why}. Compile it with torch.compile "
+            "(no aot_compile) instead, or change the function so that it is one inference graph"
+        )
+        self.graph = graph
+        self.why = why
+
+
+class PrecompiledFileError(NeuronBackendError):
+    """A precompiled file (or the bytes of one compiled graph in it) cannot be used: names the file
+    and the reason. Its artifact was not run (and, through :func:`reference.load_precompiled`,
+    nothing of it was unpickled)."""
+
+    def __init__(self, file: str, reason: str, what_to_do: str = "precompile the function again in this environment") -> None:
+        super().__init__(f"precompiled file {file}: {reason}; {what_to_do}")
+        self.file = file
+        self.reason = reason
+
+
+class PrecompiledVersionError(PrecompiledFileError):
+    """The file was written by another torch, reference or runtime version, or in another format."""
+
+
+class PrecompiledTargetError(PrecompiledFileError):
+    """The file's artifact was built for another CPU than this process runs on."""
+
+
+class PrecompiledIntegrityError(PrecompiledFileError):
+    """The file is truncated, altered, not a precompiled file, or fails authentication."""
+
+
+class PrecompiledInputError(PrecompiledFileError):
+    """A loaded function was called with inputs its guards do not accept (another shape, dtype, ...)."""

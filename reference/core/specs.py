@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import torch
 
@@ -44,3 +44,11 @@ class LoweredGraph:
     def origin_of_line(self, line: int) -> str | None:
         """The ATen op (with its node and source line) that the HLO text's ``line`` came from."""
         return dict(self.origins).get(line)
+
+
+def with_none_outputs(outputs: Sequence, nones: Sequence[int]) -> list:
+    """``outputs`` (a lowered module's tensors) with ``None`` put back at ``nones``."""
+    merged = list(outputs)
+    for i in nones:  # ascending, so each position is final when it is filled
+        merged.insert(i, None)
+    return merged

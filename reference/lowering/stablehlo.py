@@ -19,7 +19,7 @@ from typing import Any, Callable, Sequence
 import torch
 
 from reference.core.errors import LoweringError, UnsupportedInputError
-from reference.core.specs import LoweredGraph, TensorSpec
+from reference.core.specs import LoweredGraph, TensorSpec, with_none_outputs  # noqa: F401 - with_none_outputs kept importable here
 from reference.core.torch_compat import OpOverload, core_aten_decompositions
 from reference.lowering.decompositions import extra_decompositions, falling_back
 
@@ -102,14 +102,6 @@ def none_outputs(gm: torch.fx.GraphModule) -> tuple[int, ...]:
     graph has one for each input that takes no gradient (a batch, a frozen weight)."""
     out_node = next(iter(gm.graph.find_nodes(op="output")))
     return tuple(i for i, arg in enumerate(_flatten(out_node.args[0])) if arg is None)
-
-
-def with_none_outputs(outputs: Sequence, nones: Sequence[int]) -> list:
-    """``outputs`` (the lowered module's tensors) with ``None`` put back at ``nones``."""
-    merged = list(outputs)
-    for i in nones:  # ascending, so each position is final when it is filled
-        merged.insert(i, None)
-    return merged
 
 
 def _check_outputs(gm: torch.fx.GraphModule, graph_name: str) -> None:

@@ -19,7 +19,7 @@ import torch
 
 import reference
 from reference.backends import precompiled_file
-from reference.backends import serializable
+from reference.backends import graph_record, serializable
 from reference.backends.serializable import NeuronSerializableCallable
 from reference.cache.key import tool_versions
 
@@ -237,7 +237,7 @@ def test_the_graph_bytes_are_checked_before_the_artifact_is_loaded(files, monkey
         NeuronSerializableCallable.deserialize_compile_artifacts(data[:-7])
     with pytest.raises(reference.PrecompiledIntegrityError, match="not a compiled neuron graph"):
         NeuronSerializableCallable.deserialize_compile_artifacts(b"X" * 8 + data[8:])
-    head = serializable._HEAD
+    head = graph_record._HEAD
     magic, fmt, n = head.unpack_from(data)
     doc = json.loads(data[head.size:head.size + n])
     doc["versions"]["torch"] = "1.0.0"
@@ -263,12 +263,14 @@ _FRESH = r"""
 import json, sys, torch
 import reference
 from reference.core.metrics import METRICS
-import torch._dynamo.utils as du
 x, cache = torch.ones(2, 8), torch.zeros(2, 8)
 fn = reference.load_precompiled(sys.argv[1])
 with torch.no_grad():
     out = fn(x, cache)
+dynamo = "torch._dynamo" in sys.modules  # before this script's own import of Dynamo's counters, below
+import torch._dynamo.utils as du
 print(json.dumps({
+    "dynamo": dynamo, "direct": fn.direct_variants,
     "out": out.tolist(), "cache": cache.tolist(),
     "modules": sorted(m for m in sys.modules if m.split(".")[0] == "torch_mlir" or m.startswith("iree.compiler")
                       or m.startswith(("reference.pipeline", "reference.backends.aot_seam", "reference.backends.neuron"))),
@@ -281,7 +283,7 @@ print(json.dumps({
 
 def test_a_fresh_process_runs_the_file_without_trace_lowering_compiler_or_caches(files, tmp_path):
     """Empty cache folders, no Dynamo trace, no AOT Autograd trace, neither torch-mlir nor the
-    IREE compiler imported: the file alone."""
+    IREE compiler imported, and Dynamo not imported at all (the variant's direct form): the file alone."""
     empty = {v: str(tmp_path / v) for v in ("TORCH_NEURONX_NEFF_CACHE_DIR", "TORCH_NEURONX_HLO_CACHE_DIR",
                                             "TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR")}
     proc = subprocess.run([sys.executable, "-c", _FRESH, str(files[0] / "step.pf")], capture_output=True, text=True,
@@ -297,6 +299,39 @@ def test_a_fresh_process_runs_the_file_without_trace_lowering_compiler_or_caches
     assert not report["frames"].get("total") and report["dynamo_metrics"] == [], report
     assert report["compiled_runs"] == 1
     assert not any(os.listdir(p) for p in empty.values() if os.path.isdir(p)), "loading wrote or needed the caches"
+    assert report["direct"] == 1 and report["dynamo"] is False, report
+
+
+def test_the_direct_forms_guards_hand_what_they_refuse_to_torchs_form(files):
+    """A call the direct form's guards refuse goes to torch's form, whose Dynamo guards decide as
+    before: grad mode on (compiled under no_grad), another row count, a hook, a module in training
+    mode, a parameter whose data changed shape in place. A new parameter of the same kind is read."""
+    tmp = files[0]
+    model = _model()
+    loaded = reference.load_precompiled(tmp / "model.pf", module=model)
+    assert loaded.direct_variants == 2
+    direct = loaded._direct[0]
+    x = torch.randn(2, 8)
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(x), model(x))  # the direct form: accepted
+        assert direct.refusal((model, x), {}) is None
+        assert "requires_grad" in direct.refusal((model, x.requires_grad_()), {})
+        x = x.detach()
+        with pytest.raises(reference.PrecompiledInputError):
+            loaded(torch.randn(3, 8))  # no variant for 3 rows, in either form
+        model[0].weight = torch.nn.Parameter(torch.randn(16, 8))  # a new parameter, same kind: read
+        torch.testing.assert_close(loaded(x), model(x))
+        handle = model[1].register_forward_hook(lambda *a: None)
+        assert "hooks" in direct.refusal((model, x), {})
+        handle.remove()
+        model.train()
+        assert "training=True" in direct.refusal((model, x), {})
+        model.eval()
+        model[2].bias.data = torch.randn(9)  # same object, another shape
+        assert "(9,)" in direct.refusal((model, x), {})
+        with pytest.raises(reference.PrecompiledInputError):
+            loaded(x)
+    assert "grad" in direct.refusal((model, x), {})  # grad mode on here
 
 
 @pytest.mark.slow

@@ -26,6 +26,8 @@ from reference.core import torch_compat as tc
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPAT = ROOT / "reference" / "core" / "torch_compat.py"
+#: The other module allowed private names: those of the runtime, importing no Dynamo.
+COMPAT_RUNTIME = ROOT / "reference" / "core" / "torch_runtime.py"
 
 
 # --- the rule: private torch names only in the compat module --------------------------------------
@@ -89,11 +91,11 @@ def test_no_module_outside_the_compat_module_names_a_private_torch_name():
     offenders = [
         f"{path.relative_to(ROOT)}:{line}: {what}"
         for path in sorted((ROOT / "reference").rglob("*.py"))
-        if path != COMPAT
+        if path not in (COMPAT, COMPAT_RUNTIME)
         for line, what in private_torch_names(path.read_text(), str(path))
     ]
     assert offenders == [], (
-        "private torch names outside reference/core/torch_compat.py (import them from there):\n" + "\n".join(offenders)
+        "private torch names outside reference/core/torch_compat.py and torch_runtime.py (import them from there):\n" + "\n".join(offenders)
     )
 
 
@@ -523,3 +525,48 @@ def test_after_a_neuron_compile_inductor_and_eager_get_exactly_their_own_graphs(
     # Inductor keeps histc in its graph and goes dynamic on the shape change: nothing of ours in its traces
     assert any("histc" in code for code in only["inductor"]["codes"])
     assert after["eager"] == only["eager"]
+
+
+# --- the runtime's names: no Dynamo ---------------------------------------------------------------
+
+
+def test_the_runtimes_stand_ins_are_what_dynamos_generated_code_calls_and_record_the_same_range():
+    """``reference.core.torch_runtime.DYNAMO_STAND_INS``: each attribute exists under the same name
+    in the Dynamo module it stands in for, and the profiler range the stand-ins record is the one
+    Dynamo's own functions record."""
+    import importlib
+
+    from reference.core.torch_runtime import DYNAMO_STAND_INS
+
+    def ranges(enter, exit_) -> list[str]:
+        with torch.profiler.profile() as prof:
+            exit_(enter())
+        return [e.name for e in prof.events() if "Pregraph" in e.name]
+
+    for name, stand_in in DYNAMO_STAND_INS.items():
+        module = importlib.import_module(name)
+        for attr in vars(stand_in):
+            assert callable(getattr(module, attr)), f"{name}.{attr} is gone: the stand-in no longer stands for it"
+    utils = importlib.import_module("torch._dynamo.utils")
+    ours = DYNAMO_STAND_INS["torch._dynamo.utils"]
+    assert ranges(ours.record_pregraph_bytecode_enter, ours.record_pregraph_bytecode_exit) == ranges(
+        utils.record_pregraph_bytecode_enter, utils.record_pregraph_bytecode_exit) == ["Pregraph bytecode"]
+
+
+def test_the_reference_and_its_errors_import_no_dynamo_and_its_errors_pass_through_dynamo_once_it_is_there():
+    """``import reference`` and the errors module leave Dynamo out (a serving process never needs
+    it); once torch_compat is imported (every path that lets Dynamo call the backend), every error
+    of the reference is a ``ShortenTraceback``, which Dynamo passes to the caller unwrapped."""
+    import subprocess
+    import sys
+
+    code = ("import sys, torch, reference, reference.core.errors as e\n"
+            "before = 'torch._dynamo' in sys.modules\n"
+            "import reference.core.torch_compat as tc\n"
+            "print(before, all(issubclass(c, tc.ShortenTraceback) for c in (e.NeuronBackendError, e.EnvVarError,"
+            " e.PrecompiledInputError)), issubclass(e.EnvVarError, ValueError))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True).stdout.split()
+    assert out == ["False", "True", "True"]
+    from reference.core.errors import NEFFCompilationError
+
+    assert issubclass(NEFFCompilationError, tc.ShortenTraceback)
