@@ -366,3 +366,20 @@ def test_a_runners_graphs_precompiled_into_one_file_serve_its_sites(tmp_path):
     assert reference.get_dynamo_metrics() == [], "serving from the file compiled a graph"
     with torch.no_grad(), pytest.raises(reference.PrecompiledInputError, match="runner.pf"):
         served.run_site("jf", **served.model.example_kwargs("jf"))  # a graph type the file does not hold
+
+
+def test_a_variant_whose_code_needs_dynamo_travels_in_torchs_form_only_and_still_loads(tmp_path):
+    """A traced function with a closure has no direct form: ``precompile`` says why in a warning,
+    and the file loads (torch's form, deserialized at load as before) and matches eager."""
+    scale = torch.full((2, 8), 3.0)
+
+    def scaled(x):
+        return torch.relu(x) * scale  # a closure cell: not in the direct form
+
+    x = torch.randn(2, 8)
+    with torch.no_grad(), pytest.warns(UserWarning, match="closure"):
+        reference.precompile(scaled, (x,), tmp_path / "closure.pf")
+    loaded = reference.load_precompiled(tmp_path / "closure.pf")
+    assert loaded.direct_variants == 0 and loaded.variants == 1
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(x), scaled(x))
