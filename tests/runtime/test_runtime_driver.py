@@ -90,6 +90,23 @@ def test_both_drivers_give_the_compiled_graphs_result(monkeypatch):
     torch.testing.assert_close(outs["local-sync"], expected, rtol=1e-5, atol=1e-5)
 
 
+# Both scripts below wait for their forked child this way: a child still running after 90 s is
+# killed and the script says HUNG (the runtime's threads a fork does not copy).
+_WAIT_OR_KILL = r"""
+import os, sys, time
+
+def wait_or_kill(pid):
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        done, _ = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return
+        time.sleep(0.1)
+    os.kill(pid, 9)
+    print("HUNG")
+    sys.exit(3)
+"""
+
 _FORKED_CHILD = r"""
 import os, sys, time
 import torch
@@ -118,16 +135,7 @@ if pid == 0:
     os.write(write, f"{err if status == 0 else 'grandchild-failed'} {','.join(drivers)}".encode())
     os._exit(0)
 os.close(write)
-deadline = time.monotonic() + 90
-while time.monotonic() < deadline:
-    done, status = os.waitpid(pid, os.WNOHANG)
-    if done:
-        break
-    time.sleep(0.1)
-else:
-    os.kill(pid, 9)
-    print("HUNG")
-    sys.exit(3)
+wait_or_kill(pid)
 print("CHILD", os.read(read, 4096).decode())
 """
 
@@ -146,7 +154,7 @@ def test_a_child_forked_after_the_threaded_driver_ran_runs_its_graphs_on_its_own
     # for libgomp's workers, which a fork does not copy either (the lowering probe's test covers that)
     run_env = {**os.environ, "OMP_NUM_THREADS": "1", env.RUNTIME_DRIVER: "local-task", env.NEFF_CACHE_DIR: str(tmp_path / "neff"),
                env.HLO_CACHE_DIR: str(tmp_path / "hlo")}
-    out = subprocess.run([sys.executable, "-c", _FORKED_CHILD], env=run_env, capture_output=True, text=True, timeout=300)
+    out = subprocess.run([sys.executable, "-c", _WAIT_OR_KILL + _FORKED_CHILD], env=run_env, capture_output=True, text=True, timeout=300)
     assert "HUNG" not in out.stdout, "the forked child waited for the parent's runtime threads"
     assert out.returncode == 0, out.stderr[-2000:]
     line = [ln for ln in out.stdout.splitlines() if ln.startswith("CHILD")][0]
@@ -187,16 +195,7 @@ if pid == 0:
     os.write(write, f"{err if status == 0 else 'grandchild-failed'} {','.join(drivers)}".encode())
     os._exit(0)
 os.close(write)
-deadline = time.monotonic() + 90
-while time.monotonic() < deadline:
-    done, status = os.waitpid(pid, os.WNOHANG)
-    if done:
-        break
-    time.sleep(0.1)
-else:
-    os.kill(pid, 9)
-    print("HUNG")
-    sys.exit(3)
+wait_or_kill(pid)
 with torch.no_grad():
     assert float((compiled(x) - want).abs().max()) < 1e-4  # the parent's threaded runtime is untouched
 print("BEFORE", ",".join(drivers_before))
@@ -219,7 +218,7 @@ def test_a_graph_loaded_on_the_threaded_driver_before_a_fork_runs_in_the_child(t
     # for libgomp's workers, which a fork does not copy either (the lowering probe's test covers that)
     run_env = {**os.environ, "OMP_NUM_THREADS": "1", env.RUNTIME_DRIVER: "local-task", env.NEFF_CACHE_DIR: str(tmp_path / "neff"),
                env.HLO_CACHE_DIR: str(tmp_path / "hlo")}
-    out = subprocess.run([sys.executable, "-c", _INHERITED_CALL], env=run_env, capture_output=True, text=True, timeout=300)
+    out = subprocess.run([sys.executable, "-c", _WAIT_OR_KILL + _INHERITED_CALL], env=run_env, capture_output=True, text=True, timeout=300)
     assert "HUNG" not in out.stdout, "the inherited artifact waited for the parent's runtime threads"
     assert out.returncode == 0, out.stderr[-2000:]
     before = [ln for ln in out.stdout.splitlines() if ln.startswith("BEFORE")][0].split()[1]
