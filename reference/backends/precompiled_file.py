@@ -161,6 +161,8 @@ def _direct_form(variant: CompiledVariant, key: bytes | None) -> tuple[dict, byt
     Dynamo to run (a warning says why: the file then loads through torch's form only)."""
     import warnings
 
+    # The compile side's imports (Dynamo through torch_compat and serializable) stay in the functions
+    # that write a file: this module is also what a serving process loads, which imports no Dynamo.
     from reference.backends.graph_record import pack
     from reference.backends.serializable import NeuronSerializableCallable
     from reference.core.torch_compat import aot_runtime_parts
