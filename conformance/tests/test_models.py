@@ -16,8 +16,8 @@ the first call (tracing and compiling included) for ``reports/<impl>/models.md``
 
 Every MoE model runs twice: with ``experts_implementation="batched_mm"`` (no break) and with the
 library's default experts (``<name>_default_experts``), whose ops an implementation cannot compile
-break the graph: the report names them (for the reference: ``histc``, ``empty_like``, and in
-bfloat16 ``_grouped_mm``; it lowers ``transformers::grouped_mm_fallback``), and the parts still
+break the graph: the report names them (for the reference: ``histc``, and in bfloat16
+``_grouped_mm``; it lowers ``transformers::grouped_mm_fallback``), and the parts still
 match eager.
 
 ``make test`` runs the parts listed in :data:`IN_MAKE_TEST` (the cheapest models and the MoE

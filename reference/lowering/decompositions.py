@@ -13,7 +13,7 @@ import threading
 import torch
 
 from reference.core.torch_compat import dispatch_has_kernel, get_decompositions
-from reference.lowering import sorting
+from reference.lowering import op_rewrites, sorting
 
 aten = torch.ops.aten
 
@@ -552,6 +552,14 @@ def extra_decompositions() -> dict:
     # ... but not unfold of a 0-d tensor: its strided form killed the process in torch-mlir's
     # lowering (the op lane's unfold float32 row, input float32[]); kept as the op, it is a
     # LoweringError as before
-    table[aten.unfold.default] = _with_dimensions(table[aten.unfold.default])
+    # (a 0-d tensor's window, of size 0 or 1, is written directly: op_rewrites.unfold)
+    with_dims = _with_dimensions(table[aten.unfold.default])
+
+    def unfold(x, *args, **kwargs):
+        return op_rewrites.unfold(x, *args, **kwargs) if x.dim() == 0 else with_dims(x, *args, **kwargs)
+
+    table[aten.unfold.default] = unfold
+    for op, fn in op_rewrites.rewrites().items():
+        table.setdefault(op, fn)
     table.update(sorting.decompositions())
     return table

@@ -124,7 +124,11 @@ class Decision:
 
 
 def _tools() -> str:
-    return json.dumps(sorted(tool_versions().items()))
+    """The tool versions a decision was made with, and the lowering code's own fingerprint (a new
+    decomposition can make a call lower that broke before)."""
+    from reference.lowering.stablehlo import lowering_fingerprint
+
+    return json.dumps(sorted({**tool_versions(), "lowering": lowering_fingerprint()}.items()))
 
 
 class Decisions:

@@ -12,6 +12,7 @@ import functools
 import hashlib
 import importlib
 import logging
+import os
 import re
 import struct
 from typing import Any, Callable, Sequence
@@ -170,6 +171,7 @@ def lower_to_stablehlo(gm: torch.fx.GraphModule, *, graph_name: str) -> LoweredG
     locations: list[str] = []
     handler = context.attach_diagnostic_handler(_collect)
     wrap_negative_indices(gm)
+    zero_size_as_constants(gm)
     nodes = _tag_nodes(gm)
     restore_outputs = _only_tensor_outputs(gm)
     restore_literals = _literals_as_eager_uses_them(gm)
@@ -307,6 +309,43 @@ def _wrapped_index(gm: torch.fx.GraphModule, user: torch.fx.Node, idx: torch.fx.
         if "stack_trace" in user.meta:
             new.meta["stack_trace"] = user.meta["stack_trace"]
     return out
+
+
+# --- zero-size values ------------------------------------------------------------------------------
+
+
+def zero_size_as_constants(gm: torch.fx.GraphModule) -> bool:
+    """Replace every computed value with no elements by a constant of its dtype and shape, in place.
+
+    A tensor with a dimension of size 0 has no values, so whatever computed it can be dropped:
+    only its dtype and shape are seen. torch-mlir lowers such computations wrongly or not at all
+    (``x[:, :0]`` became a ``stablehlo.slice`` whose inferred type kept the whole dimension;
+    ``empty_strided([2, 0])`` from ``new_zeros``, ``aten.index`` of an empty tensor and
+    ``nonzero_static(size=0)`` failed to legalize), and each such failure broke the graph. The
+    constant is an attribute of the graph module (a zero-size buffer), which the importer writes as
+    a StableHLO literal; the computation that produced the value is removed when nothing else uses
+    it. Graph inputs and values whose node has side effects keep their node. Returns whether
+    anything changed."""
+    changed = False
+    for node in list(gm.graph.nodes):
+        val = node.meta.get("val")
+        if (node.op != "call_function" or not isinstance(val, torch.Tensor) or node.is_impure()
+                or any(not isinstance(s, int) for s in val.shape) or val.numel() != 0
+                or node.target is _aten.lift_fresh_copy.default):
+            continue
+        if not any(isinstance(s, int) and s == 0 for s in val.shape):
+            continue
+        name = f"_neuron_zero_size_{len([n for n in gm.graph.nodes if n.op == 'get_attr'])}_{node.name}"
+        gm.register_buffer(name, torch.empty(tuple(val.shape), dtype=val.dtype), persistent=False)
+        with gm.graph.inserting_before(node):
+            constant = gm.graph.get_attr(name)
+        constant.meta.update({k: v for k, v in node.meta.items() if k in ("val", "stack_trace", "tensor_meta")})
+        node.replace_all_uses_with(constant)
+        changed = True
+    if changed:
+        gm.graph.eliminate_dead_code()
+        gm.recompile()
+    return changed
 
 
 # --- float literals ---------------------------------------------------------------------------------
@@ -464,6 +503,12 @@ def specs_of(tensors: Sequence[torch.Tensor]) -> tuple[TensorSpec, ...]:
 
 @functools.lru_cache(maxsize=1)
 def lowering_fingerprint() -> str:
-    """A digest of this module's code: an edited lowering must never serve text cached by the old one."""
-    with open(__file__, "rb") as fh:
-        return hashlib.sha256(fh.read()).hexdigest()[:16]
+    """A digest of the lowering package's code (this module, the decompositions, the sort and op
+    rewrites, ...): an edited lowering must never serve text cached by the old one, nor a lowering
+    decision learned by it (:mod:`reference.lowering.lowering_probe` keys its records with it)."""
+    folder = os.path.dirname(os.path.abspath(__file__))
+    digest = hashlib.sha256()
+    for name in sorted(n for n in os.listdir(folder) if n.endswith(".py")):
+        with open(os.path.join(folder, name), "rb") as fh:
+            digest.update(name.encode() + b"\0" + fh.read())
+    return digest.hexdigest()[:16]

@@ -82,37 +82,37 @@ def test_a_failure_on_a_constant_names_the_op_that_takes_it():
     assert error.ops == ["torch.constant.bool"]
     assert error.constant_users == ["torch.aten.kthvalue"]
     # an op torch-mlir itself names is not re-attributed
-    error = _lowering_error(torch.special.erfcx, X)
-    assert error.ops == ["torch.aten.special_erfcx"] and error.constant_users == []
+    error = _lowering_error(torch.special.bessel_j0, X)
+    assert error.ops == ["torch.aten.special_bessel_j0"] and error.constant_users == []
 
 
 def test_the_probe_condemns_the_op_behind_the_constant_and_probes_the_submodules(prober):
     reason, probed = prober.lower(optable.make_samples("kthvalue")[0])
     assert probed and "torch.aten.kthvalue" in reason
-    # cumprod runs eagerly on the probe's 4x4 input only with dimension 1 (the dimension form)
+    # cumprod runs eagerly on the probe's 4x4 input only with dimension 1 (the dimension form);
+    # it lowers since the backend writes it as a product over a triangle (lowering.op_rewrites)
     samples = optable.make_samples("cumprod")
     assert [s.args[1] for s in samples] == [1]
-    reason, probed = prober.lower(samples[0])
-    assert probed and "torch.aten.cumprod" in reason
+    assert prober.lower(samples[0])[0] is None
     # torch.special / linalg / fft functions are candidates under the name the rule reads
     names = optable.candidate_names()
-    for name in ("special_erfcx", "linalg_det", "fft_fft"):
+    for name in ("special_bessel_j0", "linalg_det", "fft_fft"):
         assert name in names
-    assert optable.make_samples("special_erfcx")[0].fn is torch.special.erfcx
+    assert optable.make_samples("special_bessel_j0")[0].fn is torch.special.bessel_j0
     # where's one-argument form is nonzero, which says nothing about where(cond, x, y)
     assert all(prober.lower(s)[0] is None for s in optable.make_samples("where"))
 
 
 def test_the_checked_in_table_breaks_on_them():
     ops = optable.load_table()["ops"]
-    for name in ("kthvalue", "cumprod", "special_erfcx", "linalg_det", "fft_fft", "special_ndtri"):
+    for name in ("kthvalue", "median", "special_bessel_j0", "linalg_det", "fft_fft", "special_zeta"):
         assert name in ops, name
-    for compiles in ("where", "diagonal", "trace", "argmax", "cumsum", "unfold"):
+    for compiles in ("where", "diagonal", "trace", "argmax", "cumsum", "unfold", "cumprod", "special_erfcx", "lgamma"):
         assert compiles not in ops, compiles
 
 
-@pytest.mark.parametrize("op", [torch.special.erfcx, torch.linalg.det, lambda t: torch.kthvalue(t, 2).values],
-                         ids=["special.erfcx", "linalg.det", "kthvalue"])
+@pytest.mark.parametrize("op", [torch.special.bessel_j0, torch.linalg.det, lambda t: torch.kthvalue(t, 2).values],
+                         ids=["special.bessel_j0", "linalg.det", "kthvalue"])
 def test_through_the_backend_the_op_breaks_the_graph_and_matches_eager(op):
     """The whole path (Dynamo, the graph-break hook reading the regenerated table, the compile of
     what is left, IREE): the op runs eagerly between compiled graphs instead of failing the compile."""
