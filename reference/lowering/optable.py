@@ -203,6 +203,12 @@ def _nondeterministic(gm: torch.fx.GraphModule) -> bool:
     return False
 
 
+#: How close a compiled half-type result must be to eager's: one or two steps of the type (the
+#: suite's tolerances for the dtype). A float32 tolerance for them rejected decompositions that
+#: round once where eager's kernel rounds twice (bfloat16 ``addmv``, half batch norm).
+_TOLERANCE = {torch.float16: (1e-2, 1e-3), torch.bfloat16: (2e-2, 1e-2)}
+
+
 def _matches(name: str, got: Sequence[torch.Tensor], want: Sequence[torch.Tensor], random: bool) -> str | None:
     """``None`` when the compiled outputs match eager, else why not."""
     if len(got) != len(want):
@@ -213,7 +219,8 @@ def _matches(name: str, got: Sequence[torch.Tensor], want: Sequence[torch.Tensor
         if random or name in _UNDEFINED_VALUES:
             continue
         if w.is_floating_point() or w.is_complex():
-            if not torch.allclose(g, w, rtol=1e-3, atol=1e-4, equal_nan=True):
+            rtol, atol = _TOLERANCE.get(w.dtype, (1e-3, 1e-4))
+            if not torch.allclose(g, w, rtol=rtol, atol=atol, equal_nan=True):
                 err = (g - w).abs().nan_to_num(float("inf")).max().item()
                 return f"the compiled result differs from eager (max abs error {err:.3g})"
         elif not torch.equal(g, w):

@@ -314,6 +314,12 @@ def _wrapped_index(gm: torch.fx.GraphModule, user: torch.fx.Node, idx: torch.fx.
 # --- zero-size values ------------------------------------------------------------------------------
 
 
+#: Dtypes torch-mlir cannot legalize a literal of (``torch.vtensor.literal`` of ``ui8`` fails):
+#: their zero-size values keep their node (``empty([0], dtype=uint8)``, batch norm's reserve
+#: output, lowers as it is).
+_NO_LITERAL_DTYPES = (torch.uint8,)
+
+
 def zero_size_as_constants(gm: torch.fx.GraphModule) -> bool:
     """Replace every computed value with no elements by a constant of its dtype and shape, in place.
 
@@ -324,14 +330,14 @@ def zero_size_as_constants(gm: torch.fx.GraphModule) -> bool:
     ``nonzero_static(size=0)`` failed to legalize), and each such failure broke the graph. The
     constant is an attribute of the graph module (a zero-size buffer), which the importer writes as
     a StableHLO literal; the computation that produced the value is removed when nothing else uses
-    it. Graph inputs and values whose node has side effects keep their node. Returns whether
-    anything changed."""
+    it. Graph inputs, values whose node has side effects and uint8 values (no literal of them
+    lowers) keep their node. Returns whether anything changed."""
     changed = False
     for node in list(gm.graph.nodes):
         val = node.meta.get("val")
         if (node.op != "call_function" or not isinstance(val, torch.Tensor) or node.is_impure()
                 or any(not isinstance(s, int) for s in val.shape) or val.numel() != 0
-                or node.target is _aten.lift_fresh_copy.default):
+                or node.target is _aten.lift_fresh_copy.default or val.dtype in _NO_LITERAL_DTYPES):
             continue
         if not any(isinstance(s, int) and s == 0 for s in val.shape):
             continue

@@ -184,3 +184,8 @@ def test_the_zero_size_pass_removes_the_computation_and_leaves_a_literal():
     assert "aten.mul.Tensor" not in ops and "aten.add.Tensor" in ops  # the empty product is gone, the rest stays
     assert "tensor<3x0xf32>" in lowered.hlo and "constant" in lowered.hlo and "multiply" not in lowered.hlo
     assert [list(s.shape) for s in lowered.output_specs] == [[3, 0], [3, 4]]
+    # a uint8 value keeps its node: torch-mlir legalizes no uint8 literal (batch norm's empty
+    # reserve output is one)
+    gm = make_fx(lambda t: (t + 1, torch.empty(0, dtype=torch.uint8)), tracing_mode="fake")(torch.randn(3))
+    lowered = lower_to_stablehlo(gm, graph_name="zero_size_uint8")
+    assert [s.dtype for s in lowered.output_specs] == ["float32", "uint8"]
