@@ -12,6 +12,7 @@ import functools
 import hashlib
 import importlib
 import logging
+import operator
 import os
 import re
 import struct
@@ -320,6 +321,16 @@ def _wrapped_index(gm: torch.fx.GraphModule, user: torch.fx.Node, idx: torch.fx.
 _NO_LITERAL_DTYPES = (torch.uint8,)
 
 
+def _from_impure(node: torch.fx.Node) -> bool:
+    """Whether ``node`` takes an item of a node with side effects: the effect token that
+    ``with_effects`` returns is an empty tensor, and it must stay the op's (the caller passes the
+    token in and reads it back)."""
+    if node.target is not operator.getitem or not isinstance(node.args[0], torch.fx.Node):
+        return False
+    source = node.args[0]
+    return source.is_impure() or source.target is torch.ops.higher_order.with_effects
+
+
 def zero_size_as_constants(gm: torch.fx.GraphModule) -> bool:
     """Replace every computed value with no elements by a constant of its dtype and shape, in place.
 
@@ -330,14 +341,15 @@ def zero_size_as_constants(gm: torch.fx.GraphModule) -> bool:
     ``nonzero_static(size=0)`` failed to legalize), and each such failure broke the graph. The
     constant is an attribute of the graph module (a zero-size buffer), which the importer writes as
     a StableHLO literal; the computation that produced the value is removed when nothing else uses
-    it. Graph inputs, values whose node has side effects and uint8 values (no literal of them
-    lowers) keep their node. Returns whether anything changed."""
+    it. Graph inputs, values whose node has side effects (and the items of such a node: an effect
+    token is an empty tensor) and uint8 values (no literal of them lowers) keep their node. Returns whether anything changed."""
     changed = False
     for node in list(gm.graph.nodes):
         val = node.meta.get("val")
         if (node.op != "call_function" or not isinstance(val, torch.Tensor) or node.is_impure()
                 or any(not isinstance(s, int) for s in val.shape) or val.numel() != 0
-                or node.target is _aten.lift_fresh_copy.default or val.dtype in _NO_LITERAL_DTYPES):
+                or node.target is _aten.lift_fresh_copy.default or val.dtype in _NO_LITERAL_DTYPES
+                or _from_impure(node)):
             continue
         if not any(isinstance(s, int) and s == 0 for s in val.shape):
             continue

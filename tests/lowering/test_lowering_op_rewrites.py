@@ -189,3 +189,14 @@ def test_the_zero_size_pass_removes_the_computation_and_leaves_a_literal():
     gm = make_fx(lambda t: (t + 1, torch.empty(0, dtype=torch.uint8)), tracing_mode="fake")(torch.randn(3))
     lowered = lower_to_stablehlo(gm, graph_name="zero_size_uint8")
     assert [s.dtype for s in lowered.output_specs] == ["float32", "uint8"]
+
+
+def test_an_effect_token_keeps_its_op_when_everything_else_is_empty():
+    """``linalg.cholesky`` of a 0x0 matrix: every value is empty, and so is the effect token its
+    error check returns; the token must stay ``with_effects``'s (the compiled call was handed None
+    for it once the whole graph had become constants)."""
+    import torch._dynamo
+
+    torch._dynamo.reset()
+    out = torch.compile(lambda t: torch.linalg.cholesky(t, upper=True), backend="neuron")(torch.randn(0, 0))
+    assert out.shape == (0, 0) and out.dtype == torch.float32
