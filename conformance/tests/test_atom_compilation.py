@@ -86,7 +86,9 @@ def _warm_child(impl, spec, compiler, cache_dir, layers, tmp) -> dict:
 
 @pytest.fixture(
     scope="module",
-    params=sorted(LAYERS),
+    # Inductor's piece compiles (the slow part of this module, about 28 s) run in make slow; the
+    # reference's run in make test too
+    params=[pytest.param(name, marks=pytest.mark.slow) if name == "inductor_standalone" else name for name in sorted(LAYERS)],
 )
 def piecewise(request, pytestconfig, impl, atom, tmp_path_factory):
     """Level 3 with one piece compiler: cold compile, every size, the guard check, a warm child."""

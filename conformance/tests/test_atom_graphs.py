@@ -51,7 +51,9 @@ def _eager_step(atom, model, cache, runner, bs, **kw):
     return (got - want).abs().max().item()
 
 
-@pytest.fixture(scope="module", params=["compile_backend", "inductor"])
+# Inductor's captures (a comparison, not the implementation's own path) run in make slow: they
+# cost make test about 16 s of its 10-minute budget.
+@pytest.fixture(scope="module", params=["compile_backend", pytest.param("inductor", marks=pytest.mark.slow)])
 def captured(request, impl, atom):
     """Capture both modes with one backend and run every step the tests look at."""
     backend = impl.backend().names()["compile"] if request.param == "compile_backend" else "inductor"

@@ -511,6 +511,7 @@ def _probe(mode: str, tmp_path: Path) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow  # about 20 s (Inductor's compiles in a child): make slow, for make test's budget
 def test_after_a_neuron_compile_inductor_and_eager_get_exactly_their_own_graphs(tmp_path):
     only = _probe("inductor-only", tmp_path)
     after = _probe("neuron-first", tmp_path)
