@@ -550,9 +550,8 @@ def extra_decompositions() -> dict:
         aten.diagonal, aten.diagonal_copy, aten.unfold, aten.as_strided_copy,
     ]))
     # ... but not unfold of a 0-d tensor: its strided form killed the process in torch-mlir's
-    # lowering (the op lane's unfold float32 row, input float32[]); kept as the op, it is a
-    # LoweringError as before
-    # (a 0-d tensor's window, of size 0 or 1, is written directly: op_rewrites.unfold)
+    # lowering (the op lane's unfold float32 row, input float32[]); its window, of size 0 or 1,
+    # is written directly instead (op_rewrites.unfold)
     with_dims = _with_dimensions(table[aten.unfold.default])
 
     def unfold(x, *args, **kwargs):

@@ -125,7 +125,9 @@ class Decision:
 
 def _tools() -> str:
     """The tool versions a decision was made with, and the lowering code's own fingerprint (a new
-    decomposition can make a call lower that broke before)."""
+    decomposition can make a call lower that broke before). No import cycle: stablehlo is imported
+    here as this module's other uses of the lowering are (``lowers_alone``, the probe), so
+    importing the decisions does not import the lowering."""
     from reference.lowering.stablehlo import lowering_fingerprint
 
     return json.dumps(sorted({**tool_versions(), "lowering": lowering_fingerprint()}.items()))
