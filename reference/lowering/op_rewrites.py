@@ -280,7 +280,7 @@ def _bessel_asymptotic_scaled(z: torch.Tensor, order: int) -> torch.Tensor:
         coefficient *= -(mu - (2 * j - 1) ** 2) / (8.0 * j)
         power = power / z
         total = total + coefficient * power
-    return total / torch.sqrt(2.0 * math.pi * z)
+    return total / (math.sqrt(2.0 * math.pi) * torch.sqrt(z))  # 2 pi z would overflow past 5e37
 
 
 def _modified_bessel(order: int, scaled: bool):
@@ -294,7 +294,7 @@ def _modified_bessel(order: int, scaled: bool):
             series = series * torch.exp(-torch.abs(safe_small))
         big = torch.where(small, torch.full_like(z, _BESSEL_SPLIT), z)
         asymptotic = _bessel_asymptotic_scaled(big, order)
-        if not scaled:
+        if not scaled:  # inf from z = 88.7 on, where e^z overflows, as eager's kernel (I_0 itself would from 91.9)
             asymptotic = asymptotic * torch.exp(big)
         if order == 1:
             asymptotic = torch.where(x < 0, -asymptotic, asymptotic)
@@ -312,25 +312,33 @@ i0, i0e, i1, i1e = (_modified_bessel(0, False), _modified_bessel(0, True), _modi
 
 
 # --- gamma functions ---------------------------------------------------------------------------------
-# Evaluated in float32 by recurrence and an asymptotic series: the argument is moved up past
-# _SHIFT with gamma's recurrence, where Stirling's series (three terms) is accurate to float32's
-# precision; arguments below 1/2 are reflected. Near lgamma's zeros (x = 1, 2) the shifted sum
-# cancels: the absolute error there is a few float32 ulps of log(8!) (about 1e-6).
+# Evaluated in float32 by recurrence and an asymptotic series: an argument below _SHIFT is moved up
+# past it with gamma's recurrence (a product of _SHIFT factors, which stays far from float32's
+# range there), where Stirling's series (three terms) is accurate to float32's precision; an
+# argument at or above _SHIFT goes to the series directly, so nothing overflows before the result
+# does (lgamma(1e5) read -inf when every argument was shifted). Arguments below 1/2 are reflected.
+# Near lgamma's zeros (x = 1, 2) the shifted sum cancels: the absolute error there is a few float32
+# ulps of log(8!) (about 1e-6).
 
 _SHIFT = 8
 _HALF_LOG_TWO_PI = 0.5 * math.log(2 * math.pi)
 
 
 def _lgamma_positive(x: torch.Tensor) -> torch.Tensor:
-    """lgamma for x >= 1/2: shifted by _SHIFT, then Stirling's series."""
+    """lgamma for x >= 1/2: shifted by _SHIFT below _SHIFT, then Stirling's series, written as
+    ``y (log y - 1) - log(y) / 2`` so it overflows only where lgamma itself does (past 4e36)."""
+    shifted = x < _SHIFT
+    base = torch.where(shifted, x, torch.ones_like(x))  # the product's factors stay small
     product = torch.ones_like(x)
     for k in range(_SHIFT):
-        product = product * (x + k)
-    y = x + _SHIFT
+        product = product * (base + k)
+    y = torch.where(shifted, x + _SHIFT, x)
     inv = 1.0 / y
     inv2 = inv * inv
     series = inv * (1.0 / 12 - inv2 * (1.0 / 360 - inv2 * (1.0 / 1260 - inv2 / 1680)))
-    return (y - 0.5) * torch.log(y) - y + _HALF_LOG_TWO_PI + series - torch.log(product)
+    log_y = torch.log(y)
+    stirling = y * (log_y - 1.0) - 0.5 * log_y + _HALF_LOG_TWO_PI + series
+    return torch.where(shifted, stirling - torch.log(product), stirling)
 
 
 @_in_float32
@@ -340,7 +348,7 @@ def lgamma(x: torch.Tensor) -> torch.Tensor:
     reflect = x < 0.5
     positive = torch.where(reflect, 1.0 - x, x)
     value = _lgamma_positive(positive)
-    sin_pi_x = torch.abs(torch.sin(math.pi * _reduced(x)))
+    sin_pi_x = torch.abs(_sin_pi(_reduced(x)))
     reflected = math.log(math.pi) - torch.log(sin_pi_x) - value
     out = torch.where(reflect, reflected, value)
     pole = (x <= 0) & (x == torch.floor(x))
@@ -353,6 +361,30 @@ def _reduced(x: torch.Tensor) -> torch.Tensor:
     of period 1, computed on it keep their digits near the poles, where ``pi * x`` itself would
     lose them (lgamma(-8.9999) was off by 6e-4 before)."""
     return x - torch.round(x)
+
+
+#: Taylor coefficients of sin(t) / t in t^2, t^0 .. t^14: for |t| <= pi/2 the first left out,
+#: (pi/2)^16 / 17!, is below 1e-11.
+_SIN_TAYLOR = tuple((-1) ** k / math.factorial(2 * k + 1) for k in range(8))
+
+
+def _sin_pi(r: torch.Tensor) -> torch.Tensor:
+    """sin(pi r) for |r| <= 1/2 as a polynomial, accurate to float32's precision relative to the
+    value, down to the smallest normal r. Not IREE's sin: its CPU sin of a product such as
+    ``pi * r`` is accurate to about 6e-8 absolute only (sin(pi * 1e-10) read 6.2e-8), which the
+    reflections divide by (lgamma(-1e-10) read 17.7, eager 23.0)."""
+    t = math.pi * r
+    t2 = t * t
+    acc = torch.full_like(t, _SIN_TAYLOR[-1])
+    for c in reversed(_SIN_TAYLOR[:-1]):
+        acc = acc * t2 + c
+    return t * acc
+
+
+def _cos_pi(r: torch.Tensor) -> torch.Tensor:
+    """cos(pi r) for |r| <= 1/2, as sin(pi (1/2 - |r|)): near r = 1/2, where the cosine vanishes,
+    ``1/2 - |r|`` is exact, so its relative accuracy holds there too."""
+    return _sin_pi(0.5 - torch.abs(r))
 
 
 @_in_float32
@@ -370,7 +402,8 @@ def digamma(x: torch.Tensor) -> torch.Tensor:
     inv2 = 1.0 / (y * y)
     series = inv2 * (1.0 / 12 - inv2 * (1.0 / 120 - inv2 * (1.0 / 252 - inv2 / 240)))
     value = torch.log(y) - 0.5 / y - series - correction
-    reflected = value - math.pi / torch.tan(math.pi * _reduced(x))
+    r = _reduced(x)
+    reflected = value - math.pi * _cos_pi(r) / _sin_pi(r)
     out = torch.where(reflect, reflected, value)
     integer = x == torch.floor(x)
     out = torch.where((x < 0) & integer, torch.full_like(out, math.nan), out)
@@ -424,6 +457,11 @@ def polygamma(n: int, x: torch.Tensor) -> torch.Tensor:
     value = sign * math.factorial(n) * _hurwitz_zeta(n + 1, q)
     pole = (q <= 0) & (q == torch.floor(q))
     value = torch.where(pole, torch.full_like(value, sign * math.inf), value)
+    if n == 1:  # eager's trigamma: 0 at +inf; NaN where its sin(pi x) is NaN, from pi x past
+        # float32's max on (its zeta, for n >= 2: NaN at +inf, a pole at -inf)
+        value = torch.where(q == math.inf, torch.zeros_like(value), value)
+        overflow = -torch.finfo(torch.float32).max / math.pi
+        value = torch.where(q < overflow, torch.full_like(value, math.nan), value)
     return torch.where(torch.isnan(q), q, value).to(out_dtype)
 
 
@@ -476,11 +514,17 @@ def prod_dim(x: torch.Tensor, dim: int, keepdim: bool = False, *, dtype=None):
     return x.to(dtype)
 
 
+#: Up to this many elements along the dimension, ``cumprod`` multiplies in eager's order.
+CUMPROD_SEQUENTIAL_LIMIT = 64
+
+
 def cumprod(x: torch.Tensor, dim: int, *, dtype=None) -> torch.Tensor:
-    """``cumprod`` along ``dim`` as the product over a triangle: element ``i`` multiplies the
-    elements ``j <= i`` (the others replaced by 1). Quadratic in the dimension's size, which stays
-    small where it is used (a Vandermonde matrix's powers, a masked product). Half types multiply in
-    float32 and round once; integers and bools give int64 (eager's rules)."""
+    """``cumprod`` along ``dim``: up to :data:`CUMPROD_SEQUENTIAL_LIMIT` elements, the running
+    product in eager's order (element ``i`` is element ``i - 1`` times ``x[i]``), so overflow,
+    underflow and ``inf * 0`` fall where eager's do; longer dimensions as the product over a
+    triangle (element ``i`` multiplies the elements ``j <= i``, the others replaced by 1), which
+    agrees with eager for finite products only. Half types multiply in float32 and round once;
+    integers and bools give int64 (eager's rules)."""
     out_dtype = dtype or (torch.int64 if not x.is_floating_point() else x.dtype)
     compute = torch.float32 if out_dtype in _HALF else out_dtype
     if x.dim() == 0:
@@ -488,16 +532,24 @@ def cumprod(x: torch.Tensor, dim: int, *, dtype=None) -> torch.Tensor:
     d = _dim_of(x, dim)
     n = x.shape[d]
     moved = x.to(compute).movedim(d, -1)
-    rows = moved.unsqueeze(-2).expand(*moved.shape[:-1], n, n)
-    positions = torch.arange(n, device=x.device)
-    keep = positions.unsqueeze(0) <= positions.unsqueeze(1)  # [i, j]: j <= i
-    product = torch.where(keep, rows, torch.ones_like(rows)).prod(-1)
+    if n == 0:
+        product = moved
+    elif n <= CUMPROD_SEQUENTIAL_LIMIT:
+        running = [moved[..., 0]]
+        for i in range(1, n):
+            running.append(running[-1] * moved[..., i])
+        product = torch.stack(running, -1)
+    else:
+        rows = moved.unsqueeze(-2).expand(*moved.shape[:-1], n, n)
+        positions = torch.arange(n, device=x.device)
+        keep = positions.unsqueeze(0) <= positions.unsqueeze(1)  # [i, j]: j <= i
+        product = torch.where(keep, rows, torch.ones_like(rows)).prod(-1)
     return product.movedim(-1, d).to(out_dtype)
 
 
 def _cumulative_extreme(largest: bool):
     def decomposition(x: torch.Tensor, dim: int):
-        """``cummax`` / ``cummin`` along ``dim`` over the same triangle as :func:`cumprod`: each
+        """``cummax`` / ``cummin`` along ``dim`` over a triangle (as :func:`cumprod`'s long dimensions): each
         position's value is the extreme of the elements up to it, its index the last of them that
         equals it (eager's ties), and from a NaN on, NaN with the last NaN's index (eager's rule).
         Bools compare as 0/1 integers."""
@@ -661,8 +713,12 @@ def scatter_reduce(x: torch.Tensor, dim: int, index: torch.Tensor, src: torch.Te
         divisor = count + 1 if include_self else torch.clamp(count, min=1)
         if compute.is_floating_point:
             mean = total / divisor.to(compute)
-        else:
-            mean = torch.div(total, divisor.to(compute), rounding_mode="floor")
+        else:  # floor division as truncation and a step down: torch-mlir lowers an integer floor
+            # division through float64, which IREE runs in float32 (wrong past 2^24); the divisor
+            # is positive, so a negative total with a remainder rounds one further down
+            divisor = divisor.to(compute)
+            truncated = torch.div(total, divisor, rounding_mode="trunc")
+            mean = truncated - ((truncated * divisor != total) & (total < 0)).to(compute)
         out = torch.where(touched, mean, base)
     return out != 0 if dtype == torch.bool else out.to(dtype)
 

@@ -24,6 +24,9 @@ GRID = torch.cat([
     torch.linspace(-20, 40, 60001),
     torch.tensor([0.0, -0.0, -1.0, -2.0, -9.0, 1.0, 2.0, 0.5, -0.5, 1e-6, -1e-6, 1e-30,
                   -8.9999, -7.0001, 30.5, math.inf, -math.inf, math.nan]),
+    # far out: where a shifted product or e^x alone would overflow before the function does
+    torch.tensor([6.6e4, 1e5, 3.1e7, 1e20, 3.8e35, 2.9e37, 3e38, 88.0, 90.0, 91.5, 1e37, -1e37,
+                  -1e-10, -1e-20, -9.4e-34, 1e-33]),
 ])
 
 
@@ -154,6 +157,16 @@ def _samples() -> list[optable.Sample]:
         _sample("max_dim_bool", lambda t: torch.max(t, 1), ints > 0),
         _sample("min_dim_bool", lambda t: torch.min(t, 0), ints > 0),
         _sample("unfold_0d", lambda t: t.unfold(0, 1, 1), torch.tensor(2.5)),
+        # the edges (found by the op lane's edge variant): IREE's sin(pi x) is about 6e-8 off
+        # absolutely, which the reflections divide by; huge arguments; eager's order of a product
+        _sample("lgamma_edges", torch.lgamma, torch.tensor([-1e-10, -9.4e-34, -1e-20, 1e5, 3.8e35, 2.9e37, -2.5])),
+        _sample("digamma_tiny_negative", torch.digamma, torch.tensor([-1e-10, -1e-17, -4.5, 1e30])),
+        _sample("polygamma_1_infinities", lambda t: torch.polygamma(1, t), torch.tensor([inf, -inf, -1.2e38, 3.0])),
+        _sample("i0_huge", torch.i0, torch.tensor([3e38, -2.5e38, 80.0, 90.0])),
+        _sample("cumprod_order", lambda t: torch.cumprod(t, 0), torch.tensor([0.6, inf, -2.5, -0.0, -inf])),
+        _sample("scatter_mean_int64_bounds", lambda t, i, v: torch.scatter_reduce(t, 0, i, v, "mean"),
+                torch.tensor([-9223372036853779081, 9223372036854689449, -7, 5]), torch.tensor([0, 1, 2, 2]),
+                torch.tensor([3, -2, 4, -8])),
     ]
 
 
