@@ -69,6 +69,8 @@ def test_op_matches_eager_at_the_edges(op_row: tuple[str, str], impl: Implementa
     if cause is None and bad and ordinary is not None:
         pytest.xfail(f"fails on OpInfo's own samples too ({ordinary}); at the edges {row.verdict}: {row.detail}")
     if cause is not None:
+        if not bad and cause.startswith(ops_table.HOST):
+            return  # either verdict, by the host's eager kernels
         if not bad:
             pytest.fail(f"{entry} {dtype} is listed as known at the edges ({cause}) but now {row.verdict}; "
                         f"remove its line from {ops_table.known_file(impl, VARIANT)}")

@@ -63,6 +63,15 @@ def test_drift_names_each_row_whose_verdict_changed():
     assert lines == ["add float32: checked in matches, fresh run wrong (differ)",
                      "neg bool: checked in absent, fresh run error ()"]
     assert ops_table.drift(old, old) == []
+    # a host-dependent row (its cause starts "host:") is compared only for being there
+    assert ops_table.drift(old, new, {("add", "float32")}) == ["neg bool: checked in absent, fresh run error ()"]
+
+
+def test_host_dependent_rows_are_the_known_rows_so_marked(tmp_path, monkeypatch):
+    monkeypatch.setattr(ops_table, "KNOWN", tmp_path)
+    (tmp_path / "someone.txt").write_text("conv float16  # host: eager rounds by CPU\nmul int64  # a cause\n",
+                                         encoding="utf-8")
+    assert ops_table.host_rows("someone") == {("conv", "float16")}
 
 
 def test_known_rows_need_a_cause(tmp_path, monkeypatch):
