@@ -71,16 +71,6 @@ def scalar_reduction(x: torch.Tensor, dim=None, keepdim: bool = False, *, dtype=
     return x.to(dtype) if dtype is not None else x.clone()
 
 
-def scalar_argmax(x: torch.Tensor, dim=None, keepdim: bool = False):
-    """``argmax``/``argmin`` of a 0-d tensor is 0 (the one element): torch-mlir's pattern for the op
-    takes a tensor with dimensions only, so on a 0-d one the op stayed unconverted and the compile
-    failed naming its ``keepdim`` operand (``torch.constant.bool``). A tensor with dimensions
-    keeps the op (``NotImplemented``: the decomposition declines)."""
-    if x.dim() != 0:
-        return NotImplemented
-    return torch.zeros((), dtype=torch.int64, device=x.device)
-
-
 class _Inner(threading.local):
     """Which of the decompositions below is running: each calls its own op once more, which the
     decomposition table would hand back to it; inside, it declines, so the op is kept as it is."""
@@ -530,8 +520,8 @@ def extra_decompositions() -> dict:
         aten.pow.Scalar: real_pow,
         aten.pow.Tensor_Scalar: real_pow_by_number,
         aten.atan2.default: atan2_of_zeros,
-        aten.argmax.default: scalar_argmax,
-        aten.argmin.default: scalar_argmax,
+        aten.argmax.default: op_rewrites.argmax,  # 0-d, and NaN-aware for floats
+        aten.argmin.default: op_rewrites.argmin,
         aten.cumsum.default: accumulating_in_float32(aten.cumsum.default, then=scalar_scan),
         aten._scaled_dot_product_flash_attention_for_cpu_backward.default: flash_attention_backward,
         aten.convolution_backward.default: convolution_backward,

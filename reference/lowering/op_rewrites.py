@@ -483,25 +483,72 @@ def _dim_of(x: torch.Tensor, dim: int) -> int:
     return dim % max(x.dim(), 1)
 
 
-def _reduction_with_index(op):
+def _first_index_of(x: torch.Tensor, d: int, values: torch.Tensor, keepdim: bool) -> torch.Tensor:
+    """The first position along ``d`` where ``x`` equals ``values`` (kept as a dimension of size 1),
+    or, where ``values`` is NaN, the first NaN: eager's index for ``max``/``min``/``argmax``."""
+    n = x.shape[d]
+    shape = [1] * x.dim()
+    shape[d] = n
+    positions = torch.arange(n, device=x.device).reshape(shape)
+    hit = (x == values) | torch.isnan(x)  # where values is not NaN, the slice holds no NaN
+    index = torch.where(hit, positions, torch.full_like(positions, n)).amin(d, keepdim=True)
+    return index if keepdim else index.squeeze(d)
+
+
+def _extreme_with_index(x: torch.Tensor, d: int, keepdim: bool, largest: bool):
+    """Values and first indices of the extreme over ``d`` of a float tensor, NaN included: a NaN in
+    the slice is its extreme, as in eager. (torch-mlir lowers ``max.dim`` and ``argmax`` to one
+    reduction comparing with ``>``, which passes a NaN over: max of [1, nan, 3] read 3, index 2;
+    ``amax`` propagates it.)"""
+    values = x.amax(d, keepdim=True) if largest else x.amin(d, keepdim=True)
+    index = _first_index_of(x, d, values, keepdim)
+    return (values if keepdim else values.squeeze(d)), index
+
+
+def _reduction_with_index(op, largest: bool):
     def decomposition(x: torch.Tensor, dim: int, keepdim: bool = False):
         """``max``/``min`` over a dimension (values and indices). A 0-d tensor: the tensor and
         index 0 (torch-mlir's pattern takes tensors with dimensions). A bool tensor: of its 0/1
         integers, the values turned back to bool (lowered as they are, True and False compared as
-        signed 1-bit integers, True = -1: max picked False). Other calls keep the op."""
+        signed 1-bit integers, True = -1: max picked False). A float tensor: NaN-aware
+        (:func:`_extreme_with_index`). Other calls keep the op."""
         if x.dim() == 0:
             return x.clone(), torch.zeros((), dtype=torch.int64, device=x.device)
         if x.dtype == torch.bool:
             values, indices = op(x.to(torch.int32), dim, keepdim)
             return values.to(torch.bool), indices
+        if x.is_floating_point() and x.numel():
+            return _extreme_with_index(x, _dim_of(x, dim), keepdim, largest)
         return NotImplemented
 
     decomposition.__name__ = f"{op._opname}_with_index"
     return decomposition
 
 
-max_dim = _reduction_with_index(aten.max.dim)
-min_dim = _reduction_with_index(aten.min.dim)
+max_dim = _reduction_with_index(aten.max.dim, largest=True)
+min_dim = _reduction_with_index(aten.min.dim, largest=False)
+
+
+def _arg_extreme(largest: bool):
+    def decomposition(x: torch.Tensor, dim=None, keepdim: bool = False):
+        """``argmax``/``argmin``: 0 for a 0-d tensor (torch-mlir's pattern takes tensors with
+        dimensions: on a 0-d one the compile failed naming ``keepdim``); for a float tensor the
+        first extreme, a NaN counting as the extreme (:func:`_extreme_with_index`). Other calls
+        keep the op."""
+        if x.dim() == 0:
+            return torch.zeros((), dtype=torch.int64, device=x.device)
+        if not x.is_floating_point() or not x.numel():
+            return NotImplemented
+        if dim is None:
+            index = _extreme_with_index(x.reshape(-1), 0, False, largest)[1]
+            return index.reshape([1] * x.dim()) if keepdim else index
+        return _extreme_with_index(x, _dim_of(x, dim), keepdim, largest)[1]
+
+    decomposition.__name__ = "argmax" if largest else "argmin"
+    return decomposition
+
+
+argmax, argmin = _arg_extreme(True), _arg_extreme(False)
 
 
 def prod_dim(x: torch.Tensor, dim: int, keepdim: bool = False, *, dtype=None):

@@ -164,6 +164,12 @@ def _samples() -> list[optable.Sample]:
         _sample("polygamma_1_infinities", lambda t: torch.polygamma(1, t), torch.tensor([inf, -inf, -1.2e38, 3.0])),
         _sample("i0_huge", torch.i0, torch.tensor([3e38, -2.5e38, 80.0, 90.0])),
         _sample("cumprod_order", lambda t: torch.cumprod(t, 0), torch.tensor([0.6, inf, -2.5, -0.0, -inf])),
+        # a NaN is the extreme of its slice, at its first position (torch-mlir's reduction passed it over)
+        _sample("max_dim_nan", lambda t: torch.max(t, 1), torch.tensor([[1.0, nan, 3.0, nan], [inf, -inf, 2.0, inf], [5.0, 5.0, 1.0, -0.0]])),
+        _sample("min_dim_nan_keepdim", lambda t: torch.min(t, 0, keepdim=True), torch.tensor([[1.0, 2.0], [nan, -inf], [0.5, nan]])),
+        _sample("argmax_nan", lambda t: torch.argmax(t, -1), torch.tensor([[1.0, nan, 3.0], [2.0, 7.0, 7.0]])),
+        _sample("argmin_flat_keepdim", lambda t: torch.argmin(t, keepdim=True), torch.tensor([[4.0, -1.0], [-1.0, nan]])),
+        _sample("argmax_half", lambda t: torch.argmax(t, 0), torch.tensor([[1.0, 2.0], [3.0, -1.0]], dtype=torch.float16)),
         _sample("scatter_mean_int64_bounds", lambda t, i, v: torch.scatter_reduce(t, 0, i, v, "mean"),
                 torch.tensor([-9223372036853779081, 9223372036854689449, -7, 5]), torch.tensor([0, 1, 2, 2]),
                 torch.tensor([3, -2, 4, -8])),
